@@ -1,0 +1,3 @@
+from tvmtui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,504 @@
+"""The `tvmtui` command line: tune, follow, control and export sessions headless.
+
+Exit codes: 0 ok, 2 bad input (one-line error), 1 internal failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from tvmtui.errors import UserError
+from tvmtui.sessions import store as st
+
+TERMINAL = ("finished", "stopped", "failed", "crashed")
+
+
+# ---- helpers ----------------------------------------------------------------------------
+def _root(args) -> Path:
+    return st.sessions_root(args.sessions_dir)
+
+
+def _open(args, name: str) -> st.Session:
+    return st.Session.open(_root(args), name)
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(obj), flush=True)
+
+
+def _fmt_ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f} ms"
+
+
+def _fmt_s(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+# ---- following a session ----------------------------------------------------------------
+def follow(session: st.Session, as_json: bool, after: int = 0) -> int:
+    """Stream a session's events until its worker ends; Ctrl-C detaches."""
+    from tvmtui.sessions.view import SessionView
+
+    view = SessionView()
+    seq = after
+    if not as_json:  # the table needs the whole history; JSON streams only what is new
+        for e in session.events(0):
+            if e["seq"] <= after:
+                view.apply(e)
+    try:
+        if as_json:
+            status = _follow_json(session, seq)
+        else:
+            status = _follow_rich(session, view, seq)
+    except KeyboardInterrupt:
+        print(
+            f"\ndetached; the worker keeps tuning. Follow it with `tvmtui attach {session.name}`, "
+            f"stop it with `tvmtui stop {session.name}`.",
+            file=sys.stderr,
+        )
+        return 0
+    if status == "crashed":
+        print(
+            f"tvmtui: the worker of {session.name!r} died; see {session.file(st.WORKER_LOG)}, "
+            f"then `tvmtui resume {session.name}`",
+            file=sys.stderr,
+        )
+        return 1
+    if status == "failed":
+        reason = session.meta().get("error") or "see worker.log"
+        print(f"tvmtui: tuning {session.name!r} failed: {reason}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _poll(session: st.Session, seq: int):
+    """Yield (new events, status) pairs until the session is no longer live."""
+    while True:
+        new = session.events(seq)
+        if new:
+            seq = new[-1]["seq"]
+        status = session.status()
+        yield new, status
+        if status in TERMINAL or status == "created" and not session.worker_alive():
+            # Drain anything written between the last read and the status check.
+            tail = session.events(seq)
+            if tail:
+                yield tail, status
+            return
+        if not new:
+            time.sleep(0.2)
+
+
+def _follow_json(session: st.Session, seq: int) -> str:
+    status = "unknown"
+    for new, status in _poll(session, seq):
+        for e in new:
+            _print_json(e)
+    return status
+
+
+def _follow_rich(session: st.Session, view, seq: int) -> str:
+    from rich.console import Console
+    from rich.live import Live
+
+    console = Console(stderr=False)
+    status = "unknown"
+    with Live(_render(view, session.name), console=console, refresh_per_second=4) as live:
+        for new, status in _poll(session, seq):
+            for e in new:
+                view.apply(e)
+            if status == "crashed":
+                view.state = "crashed"
+            live.update(_render(view, session.name))
+    return status
+
+
+def _render(view, name: str):
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from tvmtui.devices.local import describe_target
+
+    head = Text.assemble(
+        (f"{view.workload or '?'}", "bold"),
+        " @ ",
+        describe_target(view.target) if view.target else "?",
+        f"   session {name}   ",
+        (view.state, "bold green" if view.state == "running" else "bold yellow"),
+    )
+    stats = Text(
+        f"trials {view.trials}/{view.budget}   end-to-end estimate {_fmt_ms(view.best_ms)}   "
+        f"elapsed {_fmt_s(view.elapsed_s())}   ETA {_fmt_s(view.eta_s())}"
+    )
+    table = Table(expand=False, pad_edge=False)
+    for col in ("#", "task", "MFLOP", "weight", "trials", "best", "GFLOPS", "errors b/r"):
+        table.add_column(col, justify="left" if col == "task" else "right")
+    for row in view.tasks:
+        table.add_row(
+            str(row.index),
+            row.name,
+            f"{row.flops / 1e6:.1f}",
+            str(row.weight),
+            str(row.trials),
+            _fmt_ms(row.best_s * 1000 if row.best_s else None),
+            f"{row.gflops:.1f}" if row.gflops else "-",
+            f"{row.build_errors}/{row.run_errors}",
+        )
+    parts = [head, stats, table]
+    if view.reason and view.state not in ("running",):
+        parts.append(Text(view.reason, style="dim"))
+    parts.extend(Text(f"! {n}", style="yellow") for n in view.notices[-3:])
+    return Group(*parts)
+
+
+# ---- commands ---------------------------------------------------------------------------
+def cmd_tune(args) -> int:
+    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.sessions.launch import create_session, default_name, spawn_worker, wait_for_lock
+    from tvmtui.workloads import load_workload
+
+    if args.trials < 1:
+        raise UserError(f"--trials must be at least 1 (got {args.trials})")
+    name = args.session
+    if name is not None:
+        st.check_name(name)
+    workload = load_workload(args.workload, args.shape)
+    name = name or default_name(workload)
+    root = _root(args)
+    if (root / name).exists():
+        raise UserError(
+            f"session {name!r} already exists in {root}; pick another --session name, "
+            f"or `tvmtui resume {name}`"
+        )
+    target = local_cpu_target(args.cores)
+    options = {
+        "batch": args.batch,
+        "population": args.population,
+        "genetic_iters": args.genetic_iters,
+        "warmup_samples": args.warmup_samples,
+        "seed": args.seed,
+    }
+    session = create_session(root, name, workload, target, args.trials, options)
+    pid = spawn_worker(session)
+    wait_for_lock(session, pid)
+    if not args.json:
+        print(
+            f"session {name}: tuning {workload.name} on {target['mcpu']} "
+            f"({args.trials} trials), worker pid {pid}",
+            file=sys.stderr,
+        )
+    if args.detach:
+        if args.json:
+            _print_json({"session": name, "pid": pid})
+        return 0
+    return follow(session, args.json)
+
+
+def cmd_resume(args) -> int:
+    from tvmtui.sessions.launch import spawn_worker, wait_for_lock
+
+    session = _open(args, args.name)
+    meta = session.meta()
+    done = int(meta.get("trials", 0))
+    history = session.events(0)
+    after = history[-1]["seq"] if history else 0
+    if session.worker_alive():
+        if args.trials:
+            session.send("budget", done + args.trials)
+        if meta.get("status") == "paused":
+            session.send("resume")
+            print(f"session {args.name}: resuming the paused worker", file=sys.stderr)
+        else:
+            print(f"session {args.name} is already running; following it", file=sys.stderr)
+        return follow(session, args.json, after)
+    budget = done + args.trials if args.trials else int(meta["budget"])
+    if budget <= done:
+        raise UserError(
+            f"session {args.name!r} already has {done} trials (budget {meta['budget']}); "
+            f"give more with `tvmtui resume {args.name} --trials N`"
+        )
+    session.set_meta(budget=budget, status="created", error=None)
+    pid = spawn_worker(session)
+    wait_for_lock(session, pid)
+    if not args.json:
+        print(
+            f"session {args.name}: resuming at trial {done + 1} of {budget}, worker pid {pid}",
+            file=sys.stderr,
+        )
+    return follow(session, args.json, after)
+
+
+def cmd_attach(args) -> int:
+    session = _open(args, args.name)
+    return follow(session, args.json)
+
+
+def _require_live(session: st.Session) -> None:
+    if not session.worker_alive():
+        raise UserError(
+            f"session {session.name!r} has no running worker (status {session.status()}); "
+            f"`tvmtui resume {session.name}` starts one"
+        )
+
+
+def _await_state(session: st.Session, wanted: tuple[str, ...], after: int, timeout: float) -> str | None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for e in session.events(after):
+            after = e["seq"]
+            if e["event"] == "state" and e["state"] in wanted:
+                return e["state"]
+        if not session.worker_alive():
+            return None
+        time.sleep(0.2)
+    return None
+
+
+def cmd_pause(args) -> int:
+    session = _open(args, args.name)
+    _require_live(session)
+    last = session.events(0)[-1]["seq"]
+    session.send("pause")
+    got = _await_state(session, ("paused", "finished", "stopped"), last, args.wait)
+    if got == "paused":
+        print(f"session {args.name}: paused (`tvmtui resume {args.name}` continues)")
+    else:
+        print(f"session {args.name}: pause requested; it takes effect after the current batch")
+    return 0
+
+
+def cmd_stop(args) -> int:
+    session = _open(args, args.name)
+    _require_live(session)
+    last = session.events(0)[-1]["seq"]
+    session.send("stop", "stopped by user")
+    got = _await_state(session, ("stopped", "finished", "failed"), last, args.wait)
+    if got:
+        print(f"session {args.name}: {got}; `tvmtui resume {args.name}` continues it later")
+    else:
+        print(f"session {args.name}: stop requested; the worker stops after the current batch")
+    return 0
+
+
+def cmd_budget(args) -> int:
+    session = _open(args, args.name)
+    if args.trials < 1:
+        raise UserError(f"budget must be at least 1 trial (got {args.trials})")
+    if session.worker_alive():
+        session.send("budget", args.trials)
+        print(f"session {args.name}: budget set to {args.trials} trials")
+    else:
+        session.set_meta(budget=args.trials)
+        print(
+            f"session {args.name}: budget set to {args.trials} trials "
+            f"(not running; `tvmtui resume {args.name}` continues)"
+        )
+    return 0
+
+
+def cmd_export(args) -> int:
+    from tvmtui.sessions.export import export_session
+
+    session = _open(args, args.name)
+    info = export_session(session, Path(args.out))
+    if args.json:
+        _print_json(info)
+    else:
+        for note in info["notes"]:
+            print(f"note: {note}", file=sys.stderr)
+        print(f"exported {info['library']} and {info['metadata']}")
+    return 0
+
+
+def _session_json(summary: st.SessionSummary) -> dict:
+    return summary.to_json()
+
+
+def cmd_sessions(args) -> int:
+    root = _root(args)
+    if args.action == "list":
+        found, broken = st.list_sessions(root)
+        if args.json:
+            _print_json([_session_json(s) for s in found])
+        else:
+            _print_sessions(found, root)
+        for name, err in broken:
+            print(f"warning: {err}", file=sys.stderr)
+        return 0
+    if not args.name:
+        raise UserError(f"`tvmtui sessions {args.action}` needs a session name")
+    if args.action == "show":
+        session = _open(args, args.name)
+        summary = session.summary()
+        meta = session.meta()
+        obj = _session_json(summary)
+        obj.update(
+            {
+                "workload_info": meta["workload"],
+                "options": meta.get("options", {}),
+                "versions": meta.get("versions", {}),
+                "events": session.count_events("trial") and len(session.events(0)),
+                "path": str(session.path),
+            }
+        )
+        if args.json:
+            _print_json(obj)
+        else:
+            for key, value in obj.items():
+                print(f"{key:14} {value}")
+        return 0
+    if args.action == "rm":
+        st.remove_session(root, args.name)
+        print(f"removed session {args.name}")
+        return 0
+    raise UserError(f"unknown sessions action {args.action!r}")
+
+
+def _print_sessions(found: list[st.SessionSummary], root: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from tvmtui.devices.local import describe_target
+
+    if not found:
+        print(f"no sessions in {root}")
+        return
+    table = Table()
+    for col in ("name", "workload", "device", "trials", "best", "status", "updated"):
+        table.add_column(col)
+    for s in found:
+        table.add_row(
+            s.name,
+            s.workload,
+            describe_target(s.target),
+            f"{s.trials}/{s.budget}",
+            _fmt_ms(s.best_ms),
+            s.status,
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated)),
+        )
+    Console().print(table)
+
+
+def cmd_zoo(args) -> int:
+    from tvmtui.workloads import builtin
+
+    rows = [
+        {
+            "name": spec.name,
+            "kind": spec.kind,
+            "flops": spec.flops,
+            "params": spec.params,
+            "input_shape": spec.input_shape,
+            "description": spec.describe(),
+        }
+        for spec in builtin.OPS.values()
+    ]
+    if args.json:
+        _print_json(rows)
+    else:
+        for row in rows:
+            print(f"{row['name']:12} {row['description']:40} {row['flops'] / 1e6:9.1f} MFLOP")
+    return 0
+
+
+# ---- parser -----------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--sessions-dir", help="where sessions live (default $TVMTUI_SESSIONS or ./sessions)"
+    )
+    parser = argparse.ArgumentParser(
+        prog="tvmtui", description="Tune TVM models with MetaSchedule; watch, control, export."
+    )
+    sub = parser.add_subparsers(dest="command")
+
+    p = sub.add_parser("tune", parents=[common], help="start tuning a workload in a new session")
+    p.add_argument("workload", help="built-in (conv:C1..C12, dwconv:D1..D9) or a .onnx file")
+    p.add_argument("--trials", type=int, default=64, help="trial budget (default 64)")
+    p.add_argument("--session", help="session name (default: workload and time)")
+    p.add_argument("--shape", action="append", help="pin an input shape: NAME=1x3x224x224")
+    p.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
+    p.add_argument("--detach", action="store_true", help="start the worker and return")
+    p.add_argument("--cores", type=int, help="cores to tune for (default: all available)")
+    p.add_argument("--batch", type=int, default=16, help="candidates measured per round")
+    p.add_argument("--population", type=int, default=256, help="evolutionary population size")
+    p.add_argument("--genetic-iters", type=int, default=3, help="evolution iterations per round")
+    p.add_argument(
+        "--warmup-samples", type=int, default=32, help="samples before the cost model guides"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_tune)
+
+    p = sub.add_parser("resume", parents=[common], help="continue a paused or ended session")
+    p.add_argument("name")
+    p.add_argument("--trials", type=int, help="measure this many more trials")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("attach", parents=[common], help="follow a session live")
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_attach)
+
+    for name, func, text in (
+        ("pause", cmd_pause, "pause a running worker after its current batch"),
+        ("stop", cmd_stop, "stop a running worker after its current batch"),
+    ):
+        p = sub.add_parser(name, parents=[common], help=text)
+        p.add_argument("name")
+        p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for it")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("budget", parents=[common], help="set a session's total trial budget")
+    p.add_argument("name")
+    p.add_argument("trials", type=int)
+    p.set_defaults(func=cmd_budget)
+
+    p = sub.add_parser("export", parents=[common], help="compile the tuned model to a library")
+    p.add_argument("name")
+    p.add_argument("out", help="a .so path, or a directory for model.so + model.json")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("sessions", parents=[common], help="list, show or remove sessions")
+    p.add_argument("action", choices=["list", "show", "rm"])
+    p.add_argument("name", nargs="?")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_sessions)
+
+    p = sub.add_parser("zoo", help="built-in workloads")
+    p.add_argument("action", choices=["list"])
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_zoo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse prints its own one-line usage error
+        return 2 if exc.code not in (0, None) else 0
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 0
+    try:
+        return args.func(args)
+    except UserError as exc:
+        print(f"tvmtui: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - an internal failure, still one line
+        print(f"tvmtui: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1

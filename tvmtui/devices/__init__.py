@@ -1,0 +1,1 @@
+"""Devices: targets, chip identity and (later) RPC boards."""

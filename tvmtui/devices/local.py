@@ -1,0 +1,38 @@
+"""The local CPU as a TVM target dict (never `mcpu=native`: LLVM 22 rejects it)."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def local_cpu_target(num_cores: int | None = None) -> dict:
+    """LLVM's own name for this host's CPU and triple, and the cores we may use."""
+    from tvm.target import codegen
+
+    target = {
+        "kind": "llvm",
+        "mtriple": str(codegen.llvm_get_system_triple()),
+        "mcpu": str(codegen.llvm_get_system_cpu()),
+        "num-cores": int(num_cores or cpu_count()),
+    }
+    return target
+
+
+def describe_target(target: dict) -> str:
+    """A short label, e.g. `llvm znver3 x2`."""
+    kind = target.get("kind", "?")
+    cpu = target.get("mcpu") or target.get("arch") or ""
+    cores = target.get("num-cores")
+    return " ".join(str(p) for p in (kind, cpu, f"x{cores}" if cores else "") if p)
+
+
+def host_summary() -> dict:
+    return {"machine": platform.machine(), "node": platform.node(), "cores": cpu_count()}

@@ -1,0 +1,64 @@
+"""Compile a whole workload with a session's tuned records into a deployable library."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from tvmtui.errors import UserError
+from tvmtui.sessions import store as st
+from tvmtui.sessions.msdb import count_records, repair_json_lines
+
+
+def export_session(session: st.Session, out: Path) -> dict:
+    """Write `<out>` (a .so) or `<out>/model.so`, plus a `.json` metadata file beside it."""
+    meta = session.meta()
+    if out.suffix in (".so", ".tar"):
+        lib_path, meta_path = out, out.with_suffix(".json")
+    else:
+        lib_path, meta_path = out / "model.so", out / "model.json"
+    lib_path.parent.mkdir(parents=True, exist_ok=True)
+    notes = []
+    if not session.worker_alive():
+        for name in (st.WORKLOAD_DB, st.RECORD_DB):
+            dropped = repair_json_lines(session.file(name))
+            if dropped:
+                notes.append(f"repaired {name}: dropped {dropped} line(s) cut short by a crash")
+    if count_records(session.file(st.RECORD_DB)) == 0:
+        raise UserError(
+            f"session {session.name!r} has no tuning records yet; tune it before exporting"
+        )
+
+    from tvmtui.tuning.tvm_env import import_tvm, onnx_to_relax
+
+    tvm = import_tvm(meta["target"])
+    from tvm.s_tir import meta_schedule as ms
+
+    target = tvm.target.Target(meta["target"])
+    mod = onnx_to_relax(session.file(st.MODEL_FILE).read_bytes(), meta["workload"]["input_shapes"])
+    database = ms.database.JSONDatabase(
+        path_workload=str(session.file(st.WORKLOAD_DB)),
+        path_tuning_record=str(session.file(st.RECORD_DB)),
+        module_equality="structural",
+    )
+    start = time.time()
+    executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
+    executable.export_library(str(lib_path))
+    info = {
+        "library": str(lib_path),
+        "session": session.name,
+        "workload": meta["workload"]["name"],
+        "graph_hash": meta["workload"]["graph_hash"],
+        "input_shapes": meta["workload"]["input_shapes"],
+        "target": meta["target"],
+        "best_ms": meta.get("best_ms"),
+        "trials": meta.get("trials", 0),
+        "versions": meta.get("versions", {}),
+        "compile_s": round(time.time() - start, 2),
+        "exported": time.time(),
+        "notes": notes,
+    }
+    meta_path.write_text(json.dumps(info, indent=2) + "\n")
+    info["metadata"] = str(meta_path)
+    return info

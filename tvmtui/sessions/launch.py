@@ -1,0 +1,82 @@
+"""Create sessions and start detached workers for them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tvmtui.errors import UserError
+from tvmtui.sessions import store as st
+from tvmtui.workloads.loader import Workload
+
+
+def default_name(workload: Workload) -> str:
+    slug = "".join(c if c.isalnum() or c in "._-" else "-" for c in workload.name).strip("-")
+    return f"{slug or 'model'}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def create_session(
+    root: Path, name: str, workload: Workload, target: dict, budget: int, options: dict
+) -> st.Session:
+    """A new session folder holding the model, its metadata and an empty history."""
+    from tvmtui.tuning.tvm_env import versions
+
+    if budget < 1:
+        raise UserError(f"--trials must be at least 1 (got {budget})")
+    session = st.Session.create(
+        root,
+        name,
+        {
+            "status": "created",
+            "workload": workload.meta(),
+            "target": target,
+            "budget": budget,
+            "options": options,
+            "versions": versions(),
+        },
+    )
+    session.file(st.MODEL_FILE).write_bytes(workload.model_bytes)
+    return session
+
+
+def spawn_worker(session: st.Session) -> int:
+    """Start the worker detached from this terminal (its own session, no stdin).
+
+    A dropped SSH link (SIGHUP to the terminal's process group) does not reach it.
+    """
+    log = open(session.file(st.WORKER_LOG), "ab")
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tvmtui.tuning.worker", str(session.path.resolve())],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        close_fds=True,
+        env=env,
+    )
+    log.close()
+    session.set_meta(pid=proc.pid)
+    return proc.pid
+
+
+def wait_for_lock(session: st.Session, pid: int, timeout: float = 20.0) -> bool:
+    """Wait until the worker holds the session lock (or has already exited)."""
+    import psutil
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if session.worker_alive():
+            return True
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            return False
+        time.sleep(0.05)
+    return session.worker_alive()

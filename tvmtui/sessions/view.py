@@ -1,0 +1,107 @@
+"""Fold a session's event stream into what a reader shows: per-task table, totals, ETA.
+
+Shared by the headless CLI view and (later) the TUI; fed live or from a replay.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from tvmtui.tuning import events as ev
+
+
+@dataclass
+class TaskRow:
+    index: int
+    name: str
+    flops: float
+    weight: int
+    trials: int = 0
+    best_s: float | None = None
+    build_errors: int = 0
+    run_errors: int = 0
+
+    @property
+    def gflops(self) -> float | None:
+        return self.flops / self.best_s / 1e9 if self.best_s else None
+
+
+@dataclass
+class SessionView:
+    """Reducer over events; `apply` every event in order."""
+
+    workload: str = ""
+    target: dict = field(default_factory=dict)
+    state: str = "starting"
+    reason: str = ""
+    budget: int = 0
+    trials: int = 0
+    best_ms: float | None = None
+    tasks: list[TaskRow] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+    recent: deque = field(default_factory=lambda: deque(maxlen=200))
+    run_start_t: float | None = None
+    run_start_trials: int = 0
+    last_t: float | None = None
+
+    def apply(self, e: dict) -> None:
+        kind = e["event"]
+        self.last_t = e["t"]
+        if kind == ev.SESSION_STARTED:
+            self.workload = e["workload"]
+            self.target = e["target"]
+            self.budget = e["budget"]
+            self.trials = e.get("prior_trials", 0)
+            self.run_start_t = e["t"]
+            self.run_start_trials = self.trials
+            self.state = "starting"
+        elif kind == ev.TASKS_EXTRACTED:
+            if not self.tasks:
+                self.tasks = [
+                    TaskRow(t["index"], t["name"], t["flops"], t["weight"]) for t in e["tasks"]
+                ]
+        elif kind == ev.TRIAL:
+            self.trials = max(self.trials, e["trial"])
+            self.recent.append(e)
+            if e["task"] < len(self.tasks):
+                row = self.tasks[e["task"]]
+                row.trials += 1
+                kind_ = e.get("error_kind")
+                if kind_ in (ev.BUILD_ERROR, ev.BUILD_TIMEOUT):
+                    row.build_errors += 1
+                elif kind_:
+                    row.run_errors += 1
+                elif e.get("run_s"):
+                    lat = sum(e["run_s"]) / len(e["run_s"])
+                    if row.best_s is None or lat < row.best_s:
+                        row.best_s = lat
+        elif kind == ev.ROUND_DONE:
+            self.best_ms = e.get("best_ms")
+            self.budget = e.get("budget", self.budget)
+        elif kind == ev.STATE:
+            self.state = e["state"]
+            self.reason = e.get("reason", "")
+            if self.state == ev.RESUMED:
+                self.state = ev.RUNNING
+        elif kind == ev.NOTICE:
+            self.notices.append(e["message"])
+
+    def eta_s(self, now: float | None = None) -> float | None:
+        """Seconds left at this run's trial rate."""
+        if self.run_start_t is None or self.state not in (ev.RUNNING, "starting"):
+            return None
+        done = self.trials - self.run_start_trials
+        if done <= 0:
+            return None
+        elapsed = (now or time.time()) - self.run_start_t
+        return max(0.0, (self.budget - self.trials) * elapsed / done)
+
+    def elapsed_s(self, now: float | None = None) -> float | None:
+        if self.run_start_t is None:
+            return None
+        end = now or time.time()
+        if self.state in (ev.FINISHED, ev.STOPPED, ev.FAILED) and self.last_t:
+            end = self.last_t
+        return end - self.run_start_t

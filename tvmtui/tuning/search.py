@@ -1,0 +1,129 @@
+"""Evolutionary search that never sends an already-measured schedule to the board again.
+
+MetaSchedule's `EvolutionarySearch` only remembers what it measured itself (upstream
+TODO: "add records from the database to avoid re-measuring"), so a resumed session would
+re-measure the database's best schedules. This wrapper filters every batch against the
+structural hashes of everything the session has measured, and asks the cost model for the
+score of each candidate at the moment it is picked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tvm_ffi import structural_hash
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch, PySearchStrategy
+
+MAX_REGENERATE = 4  # batches to draw before deciding the space near the records is used up
+
+
+@dataclass
+class SearchMemory:
+    """Shared by every clone of the strategy (TVM clones it per task) and the worker."""
+
+    known: set[str] = field(default_factory=set)  # hashes of every measured schedule
+    scores: dict[str, float] = field(default_factory=dict)  # cost-model score at pick time
+    skipped: int = 0  # candidates dropped because they were measured before
+    allowance: int | None = None  # candidates still allowed (budget); 0 ends the search
+    search_s: float = 0.0  # wall time of the last generate call
+    cold_batches: int = 0  # batches to draw without evolution (nothing to evolve from yet)
+
+
+def module_hash(mod) -> str:
+    return format(structural_hash(mod) & 0xFFFFFFFFFFFFFFFF, "016x")
+
+
+@derived_object
+class DedupSearch(PySearchStrategy):
+    """Delegates to EvolutionarySearch; drops candidates whose hash is already known."""
+
+    def __init__(
+        self,
+        *,
+        population_size: int,
+        genetic_num_iters: int,
+        memory: SearchMemory,
+        score: Callable | None = None,
+        inner=None,
+        cold=None,
+    ) -> None:
+        super().__init__()
+        self.population_size = population_size
+        self.genetic_num_iters = genetic_num_iters
+        self.memory = memory
+        self.score = score
+        self.inner = inner or EvolutionarySearch(
+            population_size=population_size, genetic_num_iters=genetic_num_iters
+        )
+        # With no measured records and an untrained model, evolution only reshuffles random
+        # samples by random scores: the first batch samples the space directly instead.
+        self.cold = cold or EvolutionarySearch(
+            population_size=population_size, genetic_num_iters=0
+        )
+        self.active = self.inner
+        self.context = None
+
+    def _initialize_with_tune_context(self, context) -> None:
+        self.context = context
+        self.inner._initialize_with_tune_context(context)
+        self.cold._initialize_with_tune_context(context)
+
+    def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None):
+        for strategy in (self.inner, self.cold):
+            strategy.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
+
+    def post_tuning(self) -> None:
+        self.inner.post_tuning()
+        self.cold.post_tuning()
+
+    def generate_measure_candidates(self):
+        start = time.perf_counter()
+        try:
+            return self._generate()
+        finally:
+            self.memory.search_s = time.perf_counter() - start
+
+    def _generate(self):
+        allowance = self.memory.allowance
+        if allowance is not None and allowance <= 0:
+            return None  # the scheduler then terminates the task itself
+        self.active = self.inner
+        if self.memory.cold_batches > 0:
+            self.memory.cold_batches -= 1
+            self.active = self.cold
+        for _ in range(MAX_REGENERATE):
+            candidates = self.active.generate_measure_candidates()
+            if candidates is None:
+                return None
+            fresh, hashes = [], []
+            for cand in candidates:
+                h = module_hash(cand.sch.mod)
+                if h in self.memory.known or h in hashes:
+                    self.memory.skipped += 1
+                    continue
+                fresh.append(cand)
+                hashes.append(h)
+            if allowance is not None:
+                fresh, hashes = fresh[:allowance], hashes[:allowance]
+            if fresh:
+                scores = self.score(self.context, fresh) if self.score else None
+                if scores is not None:
+                    self.memory.scores.update(zip(hashes, scores))
+                return fresh
+        return None
+
+    def notify_runner_results(self, measure_candidates, results) -> None:
+        self.active.notify_runner_results(measure_candidates, results)
+
+    def clone(self):
+        return DedupSearch(
+            population_size=self.population_size,
+            genetic_num_iters=self.genetic_num_iters,
+            memory=self.memory,
+            score=self.score,
+            inner=self.inner.clone(),
+            cold=self.cold.clone(),
+        )

@@ -1,0 +1,475 @@
+"""The tuning worker: one detached process per running session.
+
+It extracts MetaSchedule tasks, tunes them, and appends every trial and state change to
+the session store. Everything else (CLI, TUI, replay) reads that store. Started as
+`python -m tvmtui.tuning.worker SESSION_DIR`; it holds the session's lock while it lives.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tvmtui.sessions import store as st
+from tvmtui.sessions.msdb import repair_json_lines
+from tvmtui.tuning import events as ev
+
+log = logging.getLogger("tvmtui.worker")
+
+ERROR_CHARS = 2000  # error messages are cut to this many characters in events
+
+
+@dataclass
+class Control:
+    """Requests from other processes, shared between the control thread and the tuner."""
+
+    budget: int
+    stop: bool = False
+    stop_reason: str = ""
+    paused: bool = False
+    wake: threading.Condition = field(default_factory=threading.Condition)
+
+    def set(self, **values) -> None:
+        with self.wake:
+            for key, value in values.items():
+                setattr(self, key, value)
+            self.wake.notify_all()
+
+
+@dataclass
+class TaskState:
+    info: ev.TaskInfo
+    trials: int = 0
+    best_s: float | None = None
+    build_errors: int = 0
+    run_errors: int = 0
+
+
+class ControlThread(threading.Thread):
+    """Polls the session's control table and beats a heartbeat into its metadata."""
+
+    def __init__(self, session_path: Path, control: Control, after: int):
+        super().__init__(daemon=True, name="tvmtui-control")
+        self.session = st.Session.open(session_path.parent, session_path.name)
+        self.control = control
+        self.after = after
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        last_beat = 0.0
+        while not self.done.wait(0.25):
+            try:
+                for cid, command, arg in self.session.commands(self.after):
+                    self.after = cid
+                    self.apply(command, arg)
+                now = time.time()
+                if now - last_beat >= 2.0:
+                    self.session.set_meta(heartbeat=now)
+                    last_beat = now
+            except Exception:  # noqa: BLE001 - a busy database must not kill the worker
+                log.exception("control thread")
+
+    def apply(self, command: str, arg) -> None:
+        c = self.control
+        if command == "pause":
+            c.set(paused=True)
+        elif command == "resume":
+            c.set(paused=False)
+        elif command == "stop":
+            c.set(stop=True, stop_reason=arg or "stopped by user", paused=False)
+        elif command == "budget":
+            c.set(budget=int(arg))
+            self.session.set_meta(budget=int(arg))
+
+
+class Tuner:
+    """Owns the MetaSchedule objects of one worker run and turns callbacks into events."""
+
+    def __init__(self, session: st.Session, control: Control):
+        self.session = session
+        self.control = control
+        meta = session.meta()
+        self.meta = meta
+        self.options = meta.get("options", {})
+        self.run_index = session.count_events(ev.SESSION_STARTED)
+        self.prior_trials = session.count_events(ev.TRIAL)
+        self.trials_total = self.prior_trials
+        self.tasks: list[TaskState] = []
+        self.memory = None  # SearchMemory, created with the TVM imports
+        self.pending_model_metrics: dict | None = None
+        self.started = time.time()
+
+    # ---- set-up ---------------------------------------------------------------------
+    def prepare(self):
+        from tvmtui.tuning.tvm_env import extract_tasks, import_tvm, onnx_to_relax
+
+        target_dict = self.meta["target"]
+        tvm = import_tvm(target_dict)
+        from tvm.s_tir import analysis
+
+        self.tvm = tvm
+        self.target = tvm.target.Target(target_dict)
+        model_bytes = self.session.file(st.MODEL_FILE).read_bytes()
+        mod = onnx_to_relax(model_bytes, self.meta["workload"]["input_shapes"])
+        extracted = extract_tasks(mod, self.target)
+        if not extracted:
+            raise RuntimeError("the model has no operators MetaSchedule can tune")
+        infos = [
+            ev.TaskInfo(i, t.task_name, float(analysis.estimate_tir_flops(t.dispatched[0])), int(t.weight))
+            for i, t in enumerate(extracted)
+        ]
+        from tvmtui.tuning.search import SearchMemory
+
+        self.memory = SearchMemory()
+        self._check_same_tasks(infos)
+        self.extracted = extracted
+        self.tasks = [TaskState(info) for info in infos]
+        self._replay_history()
+        return infos
+
+    def _check_same_tasks(self, infos: list[ev.TaskInfo]) -> None:
+        previous = next(self.session.iter_events(ev.TASKS_EXTRACTED), None)
+        if previous is None:
+            return
+        before = [t["name"] for t in previous["tasks"]]
+        now = [t.name for t in infos]
+        if before != now:
+            raise RuntimeError(
+                f"the tasks extracted now ({len(now)}) differ from the session's ({len(before)}); "
+                "was the session made with another TVM version?"
+            )
+
+    def _replay_history(self) -> None:
+        """Per-task counts, bests and measured hashes from earlier runs of this session."""
+        for trial in self.session.iter_events(ev.TRIAL):
+            task = self.tasks[trial["task"]]
+            task.trials += 1
+            if trial.get("shash"):
+                self.memory.known.add(trial["shash"])
+            if trial["error_kind"] in (ev.BUILD_ERROR, ev.BUILD_TIMEOUT):
+                task.build_errors += 1
+            elif trial["error_kind"]:
+                task.run_errors += 1
+            elif trial["run_s"]:
+                lat = sum(trial["run_s"]) / len(trial["run_s"])
+                if task.best_s is None or lat < task.best_s:
+                    task.best_s = lat
+
+    def make_parts(self):
+        from tvm.s_tir import meta_schedule as ms
+
+        from tvmtui.tuning.builder import PersistentBuilder
+        from tvmtui.tuning.cost_model import TrackedXGBModel
+
+        cores = int(self.meta["target"].get("num-cores", 1))
+        self.builder = PersistentBuilder(
+            max_workers=cores, timeout_sec=float(self.options.get("build_timeout", 60))
+        )
+        self.runner = ms.runner.LocalRunner(
+            timeout_sec=float(self.options.get("run_timeout", 30)),
+            evaluator_config=ms.runner.EvaluatorConfig(
+                number=1, repeat=3, min_repeat_ms=40, enable_cpu_cache_flush=False
+            ),
+        )
+        for name in (st.WORKLOAD_DB, st.RECORD_DB):
+            dropped = repair_json_lines(self.session.file(name))
+            if dropped:
+                self.emit_notice(
+                    f"repaired {name}: dropped {dropped} line(s) cut short by a crash "
+                    f"(original kept as {name}.broken)"
+                )
+        self.database = ms.database.JSONDatabase(
+            path_workload=str(self.session.file(st.WORKLOAD_DB)),
+            path_tuning_record=str(self.session.file(st.RECORD_DB)),
+            module_equality="structural",
+        )
+        self.cost_model = TrackedXGBModel(
+            num_tuning_cores=cores,
+            num_warmup_samples=int(self.options.get("warmup_samples", 32)),
+            on_update=self._on_model_update,
+            on_samples=self.session.add_samples,
+        )
+        samples = self.session.samples()
+        if samples:
+            self.cost_model.restore(str(self.session.file(st.COST_MODEL_FILE)), samples)
+        elif self.prior_trials == 0:
+            self.memory.cold_batches = len(self.tasks)
+
+    def emit_notice(self, message: str) -> None:
+        self.session.append(ev.NOTICE, {"message": message})
+
+    def _on_model_update(self, metrics: dict) -> None:
+        self.pending_model_metrics = metrics
+
+    # ---- the tuning loop -----------------------------------------------------------
+    def tune(self) -> str:
+        """Tune until the budget is spent or a stop is asked; returns the final state."""
+        from tvm.s_tir import meta_schedule as ms
+
+        from tvmtui.tuning.search import DedupSearch, module_hash
+
+        while not self.control.stop and self.trials_total < self.control.budget:
+            before = self.trials_total
+            self.memory.allowance = self.control.budget - before
+            strategy = DedupSearch(
+                population_size=int(self.options.get("population", 256)),
+                genetic_num_iters=int(self.options.get("genetic_iters", 3)),
+                memory=self.memory,
+                score=self.cost_model.score,
+            )
+            contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+                self.extracted,
+                work_dir=str(self.session.path),
+                strategy=strategy,
+                num_threads=int(self.meta["target"].get("num-cores", 1)),
+                seed=int(self.options.get("seed", 0)) + self.run_index * 1000 + before,
+            )
+            ms.tune_tasks(
+                tasks=contexts,
+                task_weights=weights,
+                work_dir=str(self.session.path),
+                max_trials_global=self.control.budget - self.trials_total,
+                num_trials_per_iter=int(self.options.get("batch", 16)),
+                builder=self.builder,
+                runner=self.runner,
+                database=self.database,
+                cost_model=self.cost_model,
+                measure_callbacks=[
+                    ms.measure_callback.AddToDatabase(),
+                    ms.measure_callback.UpdateCostModel(),
+                    ms.measure_callback.RemoveBuildArtifact(),
+                    Recorder(self),
+                ],
+                task_scheduler="gradient",
+            )
+            if self.trials_total == before:
+                return ev.FINISHED  # the search found nothing new to measure
+        return ev.STOPPED if self.control.stop else ev.FINISHED
+
+    # ---- per batch -----------------------------------------------------------------
+    def record_batch(self, task_id, candidates, builder_results, runner_results) -> None:
+        from tvmtui.tuning.search import module_hash
+
+        task = self.tasks[task_id]
+        out: list[tuple[str, dict]] = []
+        for cand, bres, rres in zip(candidates, builder_results, runner_results):
+            shash = module_hash(cand.sch.mod)
+            self.memory.known.add(shash)
+            run_s = [float(x) for x in rres.run_secs] if rres.run_secs else None
+            berr, rerr = bres.error_msg, rres.error_msg
+            kind = ev.classify_error(berr, rerr if run_s is None else None)
+            if kind is None and run_s is None:
+                kind, rerr = ev.RUN_ERROR, rerr or "the runner returned no timings"
+            self.trials_total += 1
+            task.trials += 1
+            error = (berr or rerr) if kind else None
+            trial = ev.Trial(
+                task=task_id,
+                task_name=task.info.name,
+                trial=self.trials_total,
+                build_s=self.builder.build_seconds.pop(bres.artifact_path, None)
+                if bres.artifact_path
+                else None,
+                run_s=run_s if kind is None else None,
+                predicted=self.memory.scores.pop(shash, None),
+                error_kind=kind,
+                error=error[:ERROR_CHARS] if error else None,
+                shash=shash,
+                run=self.run_index,
+            )
+            out.append((ev.TRIAL, trial.to_json()))
+            if kind in (ev.BUILD_ERROR, ev.BUILD_TIMEOUT):
+                task.build_errors += 1
+            elif kind:
+                task.run_errors += 1
+            elif trial.latency_s is not None and (task.best_s is None or trial.latency_s < task.best_s):
+                previous = task.best_s
+                task.best_s = trial.latency_s
+                out.append(
+                    (
+                        ev.TASK_BEST,
+                        {
+                            "task": task_id,
+                            "task_name": task.info.name,
+                            "trial": trial.trial,
+                            "best_s": task.best_s,
+                            "previous_s": previous,
+                            "gflops": task.info.flops / task.best_s / 1e9,
+                        },
+                    )
+                )
+        metrics = self.pending_model_metrics
+        self.pending_model_metrics = None
+        if metrics is not None:
+            out.append((ev.COST_MODEL_UPDATED, dict(metrics, task=task_id)))
+            if metrics.get("retrained"):
+                self.cost_model.save_booster(str(self.session.file(st.COST_MODEL_FILE)))
+        estimate = self.estimate_ms()
+        out.append(
+            (
+                ev.ROUND_DONE,
+                {
+                    "task": task_id,
+                    "batch": len(candidates),
+                    "trials": self.trials_total,
+                    "budget": self.control.budget,
+                    "best_ms": estimate,
+                    "build_timeout_lost_s": self.builder.timeout_seconds_lost,
+                    "search_s": round(self.memory.search_s, 3),
+                    "build_wall_s": round(self.builder.last_batch_s, 3),
+                    "run_wall_s": round(time.perf_counter() - self.builder.last_batch_end, 3),
+                    "elapsed_s": time.time() - self.started,
+                },
+            )
+        )
+        self.session.append_many(out, meta={"trials": self.trials_total, "best_ms": estimate})
+        self._obey()
+
+    def estimate_ms(self) -> float | None:
+        """End-to-end estimate: sum of weight x best latency, once every task has one."""
+        if not self.tasks or any(t.best_s is None for t in self.tasks):
+            return None
+        return 1000.0 * sum(t.info.weight * t.best_s for t in self.tasks)
+
+    def _obey(self) -> None:
+        """Apply pause / stop / budget between batches (the only safe point)."""
+        c = self.control
+        if c.paused and not c.stop:
+            self.set_state(ev.PAUSED, "paused by user")
+            with c.wake:
+                while c.paused and not c.stop:
+                    c.wake.wait(1.0)
+            if not c.stop:
+                self.set_state(ev.RESUMED, "resumed by user")
+                self.set_state(ev.RUNNING, "")
+        # Never terminate tasks from here: the scheduler may terminate the same task right
+        # after this callback. An exhausted allowance makes the search end them instead.
+        self.memory.allowance = 0 if c.stop else max(0, c.budget - self.trials_total)
+
+    def set_state(self, state: str, reason: str, **extra) -> None:
+        status = {ev.RESUMED: ev.RUNNING}.get(state, state)
+        self.session.append(ev.STATE, dict(extra, state=state, reason=reason))
+        self.session.set_meta(status=status)
+
+    def close(self) -> None:
+        for part in ("builder",):
+            obj = getattr(self, part, None)
+            if obj is not None:
+                obj.shutdown()
+
+
+def _make_recorder():
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    @derived_object
+    class _Recorder(PyMeasureCallback):
+        """Turns each measured batch into session events, then obeys control requests."""
+
+        def __init__(self, tuner: Tuner):
+            super().__init__()
+            self.tuner = tuner
+
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+            self.tuner.record_batch(
+                task_id, measure_candidates, builder_results, runner_results
+            )
+
+    return _Recorder
+
+
+def Recorder(tuner: Tuner):  # noqa: N802 - reads like the class it builds
+    global _RECORDER_CLS
+    if _RECORDER_CLS is None:
+        _RECORDER_CLS = _make_recorder()
+    return _RECORDER_CLS(tuner)
+
+
+_RECORDER_CLS = None
+
+
+def _hold_lock(session_path: Path):
+    fh = open(session_path / st.LOCK_FILE, "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        return None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(str(os.getpid()))
+    fh.flush()
+    return fh
+
+
+def run(session_path: Path) -> int:
+    session = st.Session.open(session_path.parent, session_path.name)
+    lock = _hold_lock(session_path)
+    if lock is None:
+        print(f"tvmtui worker: session {session.name} already has a worker", file=sys.stderr)
+        return 1
+    meta = session.meta()
+    control = Control(budget=int(meta["budget"]))
+    control_thread = ControlThread(session_path, control, after=session.last_command_id())
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(
+        signal.SIGTERM, lambda *_: control.set(stop=True, stop_reason="worker got SIGTERM")
+    )
+    tuner = Tuner(session, control)
+    session.set_meta(status="starting", pid=os.getpid(), error=None)
+    control_thread.start()
+    try:
+        session.append(
+            ev.SESSION_STARTED,
+            {
+                "workload": meta["workload"]["name"],
+                "graph_hash": meta["workload"]["graph_hash"],
+                "target": meta["target"],
+                "budget": control.budget,
+                "run": tuner.run_index,
+                "resumed": tuner.run_index > 0,
+                "prior_trials": tuner.prior_trials,
+                "pid": os.getpid(),
+            },
+        )
+        infos = tuner.prepare()
+        session.append(ev.TASKS_EXTRACTED, {"tasks": [i.__dict__ for i in infos]})
+        tuner.make_parts()
+        tuner.set_state(ev.RUNNING, "")
+        final = tuner.tune()
+        reason = control.stop_reason if final == ev.STOPPED else (
+            "budget reached" if tuner.trials_total >= control.budget else "search space exhausted"
+        )
+        tuner.set_state(final, reason, trials=tuner.trials_total, best_ms=tuner.estimate_ms())
+        return 0
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded state
+        first = str(exc).strip().splitlines()
+        reason = f"{type(exc).__name__}: {first[-1] if first else ''}"[:ERROR_CHARS]
+        traceback.print_exc()
+        tuner.set_state(ev.FAILED, reason)
+        session.set_meta(error=reason)
+        return 1
+    finally:
+        control_thread.done.set()
+        tuner.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m tvmtui.tuning.worker SESSION_DIR", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    return run(Path(argv[0]).resolve())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""Resolve a workload name or model file into a validated ONNX model and its graph hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tvmtui.errors import UserError
+from tvmtui.workloads import builtin
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model ready to tune: static input shapes, canonical bytes and the hash over both."""
+
+    name: str
+    kind: str  # "conv2d", "depthwise_conv2d" or "onnx"
+    source: str  # "builtin:conv:C12" or the absolute path of the user's file
+    input_shapes: dict[str, list[int]]
+    graph_hash: str
+    model_bytes: bytes = field(repr=False)
+    flops: int | None = None
+
+    def meta(self) -> dict:
+        """What a session stores about its workload."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "source": self.source,
+            "input_shapes": self.input_shapes,
+            "graph_hash": self.graph_hash,
+            "flops": self.flops,
+        }
+
+
+_SHAPE_RE = re.compile(r"^([^=\s]+)=(\d+(?:x\d+)*)$")
+
+
+def parse_shapes(items: list[str] | None) -> dict[str, list[int]]:
+    """Parse `--shape NAME=1x3x224x224` options."""
+    shapes: dict[str, list[int]] = {}
+    for item in items or []:
+        m = _SHAPE_RE.match(item.strip())
+        if not m:
+            raise UserError(
+                f"bad --shape {item!r}: expected NAME=DIMxDIMx..., e.g. --shape input=1x3x224x224"
+            )
+        dims = [int(d) for d in m.group(2).split("x")]
+        if any(d <= 0 for d in dims):
+            raise UserError(f"bad --shape {item!r}: every dimension must be a positive integer")
+        shapes[m.group(1)] = dims
+    return shapes
+
+
+def graph_hash(model_bytes: bytes, input_shapes: dict[str, list[int]]) -> str:
+    """Stable key of a workload: its canonical model bytes plus the pinned input shapes."""
+    h = hashlib.sha256()
+    h.update(model_bytes)
+    h.update(json.dumps(input_shapes, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def _canonical_bytes(model) -> bytes:
+    return model.SerializeToString(deterministic=True)
+
+
+def _pin_shapes(model, overrides: dict[str, list[int]], path: str) -> dict[str, list[int]]:
+    """Write the shape overrides into the graph inputs; refuse any dimension left dynamic."""
+    init_names = {init.name for init in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in init_names]
+    known = {i.name for i in inputs}
+    for name in overrides:
+        if name not in known:
+            raise UserError(
+                f"--shape names input {name!r}, but {path} has inputs: {', '.join(sorted(known))}"
+            )
+    shapes: dict[str, list[int]] = {}
+    for inp in inputs:
+        tensor_type = inp.type.tensor_type
+        dims = tensor_type.shape.dim
+        if inp.name in overrides:
+            new = overrides[inp.name]
+            if len(new) != len(dims):
+                raise UserError(
+                    f"--shape {inp.name} has {len(new)} dimensions, the model's input has {len(dims)}"
+                )
+            for dim, value in zip(dims, new):
+                dim.ClearField("dim_param")
+                dim.dim_value = value
+        concrete = []
+        for dim in dims:
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                concrete.append(int(dim.dim_value))
+            else:
+                shown = "x".join(
+                    str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else "?"
+                    for d in dims
+                )
+                raise UserError(
+                    f"input {inp.name!r} of {path} has a dynamic dimension ({shown}); "
+                    f"pin it with --shape {inp.name}=" + "x".join(
+                        str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else "1"
+                        for d in dims
+                    )
+                )
+        shapes[inp.name] = concrete
+    if not shapes:
+        raise UserError(f"{path} has no inputs to feed: nothing to tune")
+    return shapes
+
+
+def unsupported_onnx_ops(model) -> list[str]:
+    """Operator types in the graph that TVM's Relax ONNX frontend cannot import."""
+    from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
+
+    supported = _get_convert_map()
+    seen = []
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in supported:
+            label = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+            if label not in seen:
+                seen.append(f"{label} (node {node.name or '?'})")
+    return seen
+
+
+def _load_onnx_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        model = onnx.load_from_string(path.read_bytes())
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise UserError(f"{path} is not a readable ONNX model ({exc}); check the file") from None
+    if not model.graph.node:
+        raise UserError(f"{path} is not an ONNX model with a graph (no nodes); check the file")
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
+        raise UserError(f"{path} is not a valid ONNX model: {first}") from None
+    shapes = _pin_shapes(model, overrides, str(path))
+    missing = unsupported_onnx_ops(model)
+    if missing:
+        raise UserError(
+            f"{path} uses operators TVM's ONNX frontend cannot import: {', '.join(missing)}"
+        )
+    data = _canonical_bytes(model)
+    return Workload(
+        name=path.stem,
+        kind="onnx",
+        source=str(path.resolve()),
+        input_shapes=shapes,
+        graph_hash=graph_hash(data, shapes),
+        model_bytes=data,
+    )
+
+
+def load_builtin(spec: builtin.OpSpec) -> Workload:
+    model = builtin.build_onnx(spec)
+    data = _canonical_bytes(model)
+    shapes = {"input": spec.input_shape}
+    return Workload(
+        name=spec.name,
+        kind=spec.kind,
+        source=f"builtin:{spec.name}",
+        input_shapes=shapes,
+        graph_hash=graph_hash(data, shapes),
+        model_bytes=data,
+        flops=spec.flops,
+    )
+
+
+def load_workload(spec: str, shape_items: list[str] | None = None) -> Workload:
+    """A built-in name (`conv:C12`, `dwconv:D1`) or a path to an `.onnx` file."""
+    overrides = parse_shapes(shape_items)
+    op = builtin.lookup(spec)
+    if op is not None:
+        if overrides:
+            raise UserError(f"--shape does not apply to the built-in workload {op.name}")
+        return load_builtin(op)
+    path = Path(spec)
+    if path.suffix.lower() == ".onnx" or path.exists():
+        if not path.exists():
+            raise UserError(f"model file not found: {spec}")
+        if path.is_dir():
+            raise UserError(f"{spec} is a directory, not a model file")
+        if path.suffix.lower() == ".tflite":
+            raise UserError(f"{spec}: .tflite models are not supported yet; convert it to .onnx")
+        return _load_onnx_file(path, overrides)
+    if ":" in spec or "/" not in spec:
+        names = ", ".join(list(builtin.OPS)[:3]) + ", ..."
+        raise UserError(
+            f"unknown workload {spec!r}: use a built-in ({names}; see `tvmtui zoo list`) "
+            "or a path to an .onnx file"
+        )
+    raise UserError(f"model file not found: {spec}")
