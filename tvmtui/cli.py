@@ -428,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
     p.add_argument("--detach", action="store_true", help="start the worker and return")
     p.add_argument("--cores", type=int, help="cores to tune for (default: all available)")
-    p.add_argument("--batch", type=int, default=16, help="candidates measured per round")
+    p.add_argument("--batch", type=int, default=32, help="candidates measured per round")
     p.add_argument("--population", type=int, default=256, help="evolutionary population size")
     p.add_argument("--genetic-iters", type=int, default=3, help="evolution iterations per round")
     p.add_argument(

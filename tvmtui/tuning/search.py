@@ -30,6 +30,7 @@ class SearchMemory:
     allowance: int | None = None  # candidates still allowed (budget); 0 ends the search
     search_s: float = 0.0  # wall time of the last generate call
     cold_batches: int = 0  # batches to draw without evolution (nothing to evolve from yet)
+    cold_batch_size: int = 16  # a small first batch: first results sooner
 
 
 def module_hash(mod) -> str:
@@ -94,6 +95,8 @@ class DedupSearch(PySearchStrategy):
         if self.memory.cold_batches > 0:
             self.memory.cold_batches -= 1
             self.active = self.cold
+            cap = self.memory.cold_batch_size
+            allowance = cap if allowance is None else min(allowance, cap)
         for _ in range(MAX_REGENERATE):
             candidates = self.active.generate_measure_candidates()
             if candidates is None:

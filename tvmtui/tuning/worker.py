@@ -176,7 +176,7 @@ class Tuner:
         self.runner = ms.runner.LocalRunner(
             timeout_sec=float(self.options.get("run_timeout", 30)),
             evaluator_config=ms.runner.EvaluatorConfig(
-                number=1, repeat=3, min_repeat_ms=40, enable_cpu_cache_flush=False
+                number=1, repeat=3, min_repeat_ms=25, enable_cpu_cache_flush=False
             ),
         )
         for name in (st.WORKLOAD_DB, st.RECORD_DB):
@@ -237,7 +237,7 @@ class Tuner:
                 task_weights=weights,
                 work_dir=str(self.session.path),
                 max_trials_global=self.control.budget - self.trials_total,
-                num_trials_per_iter=int(self.options.get("batch", 16)),
+                num_trials_per_iter=int(self.options.get("batch", 32)),
                 builder=self.builder,
                 runner=self.runner,
                 database=self.database,

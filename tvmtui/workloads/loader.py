@@ -117,13 +117,12 @@ def unsupported_onnx_ops(model) -> list[str]:
     from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
 
     supported = _get_convert_map()
-    seen = []
-    for node in model.graph.node:
+    found: dict[str, str] = {}
+    for i, node in enumerate(model.graph.node):
         if node.domain not in ("", "ai.onnx") or node.op_type not in supported:
             label = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
-            if label not in seen:
-                seen.append(f"{label} (node {node.name or '?'})")
-    return seen
+            found.setdefault(label, f"{label} (node {node.name or f'#{i}'})")
+    return list(found.values())
 
 
 def _load_onnx_file(path: Path, overrides: dict[str, list[int]]) -> Workload:

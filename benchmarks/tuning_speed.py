@@ -1,0 +1,193 @@
+"""Tuning-speed benchmark: tvmtui's worker against stock `ms.relax_integration.tune_relax`.
+
+For one built-in workload and trial budget it measures, for both:
+  seconds from start to the first measured trial, trials per minute, the share of time
+  lost to builder timeouts, peak memory (RSS of the tuning process and its children),
+  and the best latency reached.
+Prints a table and writes benchmarks/results/tuning_speed.json.
+
+    python benchmarks/tuning_speed.py --workload conv:C12 --trials 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+
+
+class PeakRSS(threading.Thread):
+    """Samples the RSS of a process tree every 100 ms and keeps the peak."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.done = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.1):
+            try:
+                proc = psutil.Process(self.pid)
+                procs = [proc, *proc.children(recursive=True)]
+                total = 0
+                for p in procs:
+                    try:
+                        total += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+                self.peak = max(self.peak, total)
+            except psutil.Error:
+                pass
+
+
+def run_tvmtui(workload: str, trials: int, work: Path) -> dict:
+    start = time.time()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tvmtui", "tune", workload, "--trials", str(trials),
+         "--session", "bench", "--json", "--sessions-dir", str(work)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    events, sampler = [], None
+    for line in proc.stdout:
+        e = json.loads(line)
+        events.append(e)
+        if e["event"] == "session_started" and sampler is None:
+            sampler = PeakRSS(e["pid"])
+            sampler.start()
+    proc.wait()
+    if sampler:
+        sampler.done.set()
+    trials_ev = [e for e in events if e["event"] == "trial"]
+    rounds = [e for e in events if e["event"] == "round_done"]
+    end = events[-1]["t"]
+    ok = [sum(e["run_s"]) / len(e["run_s"]) for e in trials_ev if e["run_s"]]
+    lost = rounds[-1]["build_timeout_lost_s"] if rounds else 0.0
+    return {
+        "tool": "tvmtui",
+        "first_trial_s": trials_ev[0]["t"] - start if trials_ev else None,
+        "trials": len(trials_ev),
+        "total_s": end - start,
+        "trials_per_min": 60 * len(trials_ev) / (end - start),
+        "timeout_share": lost / (end - start),
+        "build_errors": sum(1 for e in trials_ev if e["error_kind"] in ("build_error", "build_timeout")),
+        "peak_rss_mb": sampler.peak / 2**20 if sampler else None,
+        "best_ms": 1000 * min(ok) if ok else None,
+    }
+
+
+def stock_child(workload: str, trials: int, work: str, out: str) -> None:
+    """Runs in its own process: stock tune_relax with default builder, runner and search."""
+    start = float(os.environ["BENCH_START"])
+    import tvm
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.tuning.tvm_env import fuse_passes, onnx_to_relax
+    from tvmtui.workloads import load_workload
+
+    wl = load_workload(workload)
+    target = tvm.target.Target(local_cpu_target())
+    mod = onnx_to_relax(wl.model_bytes, wl.input_shapes)
+    with target:  # stock extract_tasks finds nothing in an unfused module
+        mod = tvm.transform.Sequential(fuse_passes(target))(mod)
+    log: list[dict] = []
+
+    @derived_object
+    class Clock(ms.measure_callback.PyMeasureCallback):
+        def apply(self, scheduler, task_id, candidates, builder_results, runner_results):
+            for b, r in zip(builder_results, runner_results):
+                log.append({
+                    "t": time.time(),
+                    "build_error": b.error_msg,
+                    "run_s": [float(x) for x in r.run_secs] if r.run_secs else None,
+                })
+
+    ms.relax_integration.tune_relax(
+        mod, params={}, target=target, work_dir=work, max_trials_global=trials,
+        measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), Clock()],
+    )
+    Path(out).write_text(json.dumps({"log": log, "end": time.time()}))
+
+
+def run_stock(workload: str, trials: int, work: Path) -> dict:
+    out = work / "stock.json"
+    start = time.time()
+    env = dict(os.environ, BENCH_START=str(start))
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--stock-child", "--workload", workload, "--trials", str(trials),
+         "--work", str(work / "stock"), "--out", str(out)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    sampler = PeakRSS(proc.pid)
+    sampler.start()
+    proc.wait()
+    sampler.done.set()
+    data = json.loads(out.read_text())
+    log, end = data["log"], data["end"]
+    ok = [sum(e["run_s"]) / len(e["run_s"]) for e in log if e["run_s"]]
+    timeouts = sum(1 for e in log if e["build_error"] and "Timeout" in e["build_error"])
+    return {
+        "tool": "stock tune_relax",
+        "first_trial_s": log[0]["t"] - start if log else None,
+        "trials": len(log),
+        "total_s": end - start,
+        "trials_per_min": 60 * len(log) / (end - start),
+        "timeout_share": timeouts * 30.0 / (end - start),
+        "build_errors": sum(1 for e in log if e["build_error"]),
+        "peak_rss_mb": sampler.peak / 2**20,
+        "best_ms": 1000 * min(ok) if ok else None,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workload", default="conv:C12")
+    ap.add_argument("--trials", type=int, default=64)
+    ap.add_argument("--skip-stock", action="store_true")
+    ap.add_argument("--stock-child", action="store_true")
+    ap.add_argument("--work")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if args.stock_child:
+        stock_child(args.workload, args.trials, args.work, args.out)
+        return
+    with tempfile.TemporaryDirectory(prefix="tvmtui-bench-") as tmp:
+        rows = [run_tvmtui(args.workload, args.trials, Path(tmp))]
+        if not args.skip_stock:
+            rows.append(run_stock(args.workload, args.trials, Path(tmp)))
+    cols = ["tool", "first_trial_s", "trials", "total_s", "trials_per_min", "timeout_share",
+            "build_errors", "peak_rss_mb", "best_ms"]
+    print(f"workload {args.workload}, {args.trials} trials, {os.cpu_count()} cores")
+    print(" | ".join(cols))
+    for r in rows:
+        print(" | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols))
+    result = {"workload": args.workload, "trials": args.trials, "date": time.strftime("%Y-%m-%d"),
+              "machine": {"cores": os.cpu_count(), "cpu": _cpu_name()}, "rows": rows}
+    dest = HERE / "results" / "tuning_speed.json"
+    dest.parent.mkdir(exist_ok=True)
+    dest.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {dest}")
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tvmtui.errors import UserError
+from tvmtui.sessions.msdb import repair_json_lines
+from tvmtui.sessions.store import Session, check_name, list_sessions
+
+META = {"workload": {"name": "w", "graph_hash": "h"}, "target": {"kind": "llvm"}, "budget": 4,
+        "status": "finished"}
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "..", ".hidden", "", "x" * 81, "a..b"])
+def test_session_names_that_could_escape_are_refused(name):
+    with pytest.raises(UserError, match="bad session name"):
+        check_name(name)
+
+
+def test_events_and_commands_round_trip(tmp_path):
+    s = Session.create(tmp_path, "s", META)
+    s.append("trial", {"task": 0, "trial": 1})
+    s.append_many([("trial", {"task": 0, "trial": 2}), ("round_done", {"trials": 2})],
+                  meta={"trials": 2})
+    events = s.events(0)
+    assert [e["event"] for e in events] == ["trial", "trial", "round_done"]
+    assert all("t" in e for e in events) and events[1]["trial"] == 2
+    assert s.events(events[1]["seq"])[0]["event"] == "round_done"
+    s.send("budget", 10)
+    assert s.commands(0)[-1][1:] == ("budget", 10)
+    assert s.meta()["trials"] == 2
+
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from tvmtui.sessions.store import Session
+s = Session.open(Path(sys.argv[1]), "live")
+for i in range(1, 301):
+    s.append("trial", {"trial": i})
+    if i % 50 == 0:
+        time.sleep(0.05)
+s.set_meta(status="finished")
+"""
+
+
+def test_a_reader_in_another_process_sees_every_event_in_order(tmp_path):
+    s = Session.create(tmp_path, "live", dict(META, status="running"))
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)])
+    seen, seq = [], 0
+    while True:
+        new = s.events(seq)
+        for e in new:
+            seq = e["seq"]
+            seen.append(e["trial"])
+        if writer.poll() is not None and not s.events(seq):
+            break
+    assert writer.returncode == 0
+    assert seen == list(range(1, 301))
+
+
+def test_a_corrupted_session_is_reported_not_raised(tmp_path):
+    Session.create(tmp_path, "good", META)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "session.sqlite").write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(UserError, match="corrupted"):
+        Session.open(tmp_path, "bad")
+    found, broken = list_sessions(tmp_path)
+    assert [s.name for s in found] == ["good"]
+    assert broken and broken[0][0] == "bad"
+
+
+def test_repair_drops_a_line_cut_short_and_keeps_the_original(tmp_path):
+    path = tmp_path / "database_tuning_record.json"
+    good = [json.dumps([0, [["a"], [1.0]]]), json.dumps([0, [["b"], [2.0]]])]
+    path.write_text("\n".join(good) + "\n" + good[0][:17])
+    assert repair_json_lines(path) == 1
+    assert path.read_text().splitlines() == good
+    assert (tmp_path / "database_tuning_record.json.broken").exists()
+    assert repair_json_lines(path) == 0

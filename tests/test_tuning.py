@@ -1,0 +1,196 @@
+"""Real MetaSchedule runs on small budgets, driven through the `tvmtui` CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from tvmtui.sessions.store import RECORD_DB
+
+CONTRACT_TRIAL_KEYS = {"event", "t", "task", "trial", "build_s", "run_s", "predicted",
+                       "error_kind", "error"}
+SUMMARY_KEYS = {"name", "status", "workload", "graph_hash", "target", "trials", "best_ms", "updated"}
+
+
+def _trials(session):
+    return list(session.iter_events("trial"))
+
+
+def _run_module(lib_path: str, x: np.ndarray) -> np.ndarray:
+    import tvm
+    from tvm import relax
+
+    vm = relax.VirtualMachine(tvm.runtime.load_module(lib_path), tvm.cpu())
+    return vm["main"](tvm.runtime.tensor(x)).numpy()
+
+
+def _untuned(workload: str, x: np.ndarray) -> np.ndarray:
+    import tvm
+    from tvm import relax
+
+    from tvmtui.tuning.tvm_env import onnx_to_relax
+    from tvmtui.workloads import load_workload
+
+    wl = load_workload(workload)
+    mod = onnx_to_relax(wl.model_bytes, wl.input_shapes)
+    ex = relax.build(mod, target=tvm.target.Target({"kind": "llvm"}))
+    vm = relax.VirtualMachine(ex, tvm.cpu())
+    return vm["main"](tvm.runtime.tensor(x)).numpy()
+
+
+def test_tune_resume_export_conv_c12(cli, tmp_path):
+    first = cli.run("tune", "conv:C12", "--trials", "16", "--session", "a", "--json",
+                    "--warmup-samples", "8")
+    assert first.returncode == 0, first.stderr
+    events = cli.json_lines(first.stdout)
+    assert all({"event", "t"} <= e.keys() for e in events)
+    kinds = [e["event"] for e in events]
+    for kind in ("session_started", "tasks_extracted", "trial", "cost_model_updated",
+                 "task_best", "round_done", "state"):
+        assert kind in kinds
+    assert events[-1]["event"] == "state" and events[-1]["state"] == "finished"
+    trial_events = [e for e in events if e["event"] == "trial"]
+    assert len(trial_events) == 16 and all(CONTRACT_TRIAL_KEYS <= e.keys() for e in trial_events)
+
+    second = cli.run("resume", "a", "--trials", "16", "--json")
+    assert second.returncode == 0, second.stderr
+    started = [e for e in cli.json_lines(second.stdout) if e["event"] == "session_started"]
+    assert started[0]["resumed"] and started[0]["prior_trials"] == 16
+
+    session = cli.session("a")
+    trials = _trials(session)
+    assert [t["trial"] for t in trials] == list(range(1, 33))
+    assert {t["run"] for t in trials} == {0, 1}
+    # No candidate measured twice: distinct structural hashes, distinct database traces.
+    assert len({t["shash"] for t in trials}) == 32
+    records = [json.loads(line) for line in session.file(RECORD_DB).read_text().splitlines()]
+    assert len(records) == 32
+    assert len({json.dumps(r[1][0]) for r in records}) == 32
+    # The cost model scored candidates once it had trained on its warm-up samples.
+    assert any(t["predicted"] is not None for t in trials[16:])
+
+    shown = cli.run("sessions", "show", "a", "--json")
+    summary = json.loads(shown.stdout)
+    assert SUMMARY_KEYS <= summary.keys() and summary["trials"] == 32
+    assert summary["status"] == "finished" and summary["best_ms"] > 0
+    listed = json.loads(cli.run("sessions", "list", "--json").stdout)
+    assert [s["name"] for s in listed] == ["a"] and SUMMARY_KEYS <= listed[0].keys()
+
+    out = tmp_path / "export"
+    exported = cli.run("export", "a", str(out), "--json")
+    assert exported.returncode == 0, exported.stderr
+    info = json.loads(exported.stdout)
+    meta = json.loads((out / "model.json").read_text())
+    assert meta["graph_hash"] == summary["graph_hash"] and meta["session"] == "a"
+    x = np.random.default_rng(0).standard_normal((1, 512, 7, 7)).astype("float32")
+    np.testing.assert_allclose(_run_module(info["library"], x), _untuned("conv:C12", x),
+                               atol=1e-4, rtol=1e-4)
+
+
+def test_attach_from_a_second_process_sees_every_trial_in_order(cli):
+    started = cli.run("tune", "dwconv:D9", "--trials", "32", "--session", "live", "--detach")
+    assert started.returncode == 0, started.stderr
+    follower = cli.popen("attach", "live", "--json")
+    out, err = follower.communicate(timeout=600)
+    assert follower.returncode == 0, err
+    seen = [e for e in cli.json_lines(out) if e["event"] == "trial"]
+    stored = _trials(cli.session("live"))
+    assert [e["trial"] for e in seen] == list(range(1, 33))
+    assert [e["shash"] for e in seen] == [e["shash"] for e in stored]
+
+
+def test_kill_9_mid_run_keeps_every_trial_and_resumes(cli):
+    started = cli.run("tune", "dwconv:D9", "--trials", "200", "--session", "k", "--detach")
+    assert started.returncode == 0, started.stderr
+    session = cli.wait_for("k", lambda s: s.count_events("trial") >= 16)
+    pid = session.meta()["pid"]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 10
+    while session.worker_alive() and time.time() < deadline:
+        time.sleep(0.1)
+    assert session.status() == "crashed"
+    before = _trials(session)
+    assert len(before) >= 16
+    # Simulate a record write cut short by the crash.
+    records = session.file(RECORD_DB)
+    with open(records, "a") as fh:
+        fh.write('[0, [["half a reco')
+    shown = json.loads(cli.run("sessions", "show", "k", "--json").stdout)
+    assert shown["status"] == "crashed" and shown["trials"] == len(before)
+
+    resumed = cli.run("resume", "k", "--trials", "16", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    events = cli.json_lines(resumed.stdout)
+    assert any(e["event"] == "notice" and "repaired" in e["message"] for e in events)
+    after = _trials(cli.session("k"))
+    assert [t["trial"] for t in after] == list(range(1, len(before) + 17))
+    assert after[: len(before)] == before
+    assert len({t["shash"] for t in after}) == len(after)
+
+
+def test_pause_budget_resume_and_stop_from_other_processes(cli):
+    started = cli.run("tune", "dwconv:D9", "--trials", "500", "--session", "c", "--detach")
+    assert started.returncode == 0, started.stderr
+    cli.wait_for("c", lambda s: s.meta().get("status") == "running")
+    paused = cli.run("pause", "c")
+    assert paused.returncode == 0 and "paused" in paused.stdout
+    session = cli.session("c")
+    assert session.status() == "paused"
+    n = session.count_events("trial")
+    time.sleep(2)
+    assert session.count_events("trial") == n  # nothing measured while paused
+    assert cli.run("budget", "c", str(n + 8)).returncode == 0
+    resumed = cli.run("resume", "c", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    states = [e["state"] for e in cli.json_lines(resumed.stdout) if e["event"] == "state"]
+    assert states[0] == "resumed" and states[-1] == "finished"
+    assert session.count_events("trial") == n + 8
+
+    detached = cli.popen("resume", "c", "--trials", "400", "--json")
+    cli.wait_for("c", lambda s: s.count_events("trial") > n + 8)
+    stopped = cli.run("stop", "c")
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    detached.communicate(timeout=120)
+    assert cli.session("c").status() == "stopped"
+    assert cli.run("stop", "c").returncode == 2  # no worker any more: clear error
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["tune", "missing.onnx"], "not found"),
+        (["tune", "conv:C99"], "unknown workload"),
+        (["tune", "conv:C1", "--session", "../escape"], "bad session name"),
+        (["tune", "conv:C1", "--session", "a/b"], "bad session name"),
+        (["tune", "conv:C1", "--trials", "0"], "at least 1"),
+        (["sessions", "show", "nope"], "no session"),
+        (["resume", "nope"], "no session"),
+        (["export", "nope", "out"], "no session"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_touches_nothing(cli, args, message):
+    result = cli.run(*args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.stderr
+    assert not cli.root.exists() or not any(cli.root.iterdir())
+
+
+def test_not_a_model_and_bad_shape_via_cli(cli, tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("just some notes, not a model\n")
+    result = cli.run("tune", str(text))
+    assert result.returncode == 2 and "ONNX" in result.stderr
+    result = cli.run("tune", "conv:C1", "--shape", "input=1xzz")
+    assert result.returncode == 2 and "--shape" in result.stderr
+    corrupt = cli.root / "broken"
+    corrupt.mkdir(parents=True)
+    (corrupt / "session.sqlite").write_bytes(b"garbage" * 50)
+    result = cli.run("resume", "broken")
+    assert result.returncode == 2 and "corrupted" in result.stderr
+    assert (corrupt / "session.sqlite").read_bytes() == b"garbage" * 50
