@@ -3,10 +3,11 @@
 For one built-in workload and trial budget it measures, for both:
   seconds from start to the first measured trial, trials per minute, the share of time
   lost to builder timeouts, peak memory (RSS of the tuning process and its children),
-  and the best latency reached.
+  and the best latency reached. Each tool runs --repeats times with different seeds (best
+  latency after a small budget is noisy); the summary row is the median of each column.
 Prints a table and writes benchmarks/results/tuning_speed.json.
 
-    python benchmarks/tuning_speed.py --workload conv:C12 --trials 64
+    python benchmarks/tuning_speed.py --workload conv:C12 --trials 64 --repeats 3
 """
 
 from __future__ import annotations
@@ -49,11 +50,11 @@ class PeakRSS(threading.Thread):
                 pass
 
 
-def run_tvmtui(workload: str, trials: int, work: Path) -> dict:
+def run_tvmtui(workload: str, trials: int, work: Path, seed: int) -> dict:
     start = time.time()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tvmtui", "tune", workload, "--trials", str(trials),
-         "--session", "bench", "--json", "--sessions-dir", str(work)],
+         "--session", f"bench{seed}", "--json", "--sessions-dir", str(work), "--seed", str(seed)],
         stdout=subprocess.PIPE, text=True,
     )
     events, sampler = [], None
@@ -84,7 +85,7 @@ def run_tvmtui(workload: str, trials: int, work: Path) -> dict:
     }
 
 
-def stock_child(workload: str, trials: int, work: str, out: str) -> None:
+def stock_child(workload: str, trials: int, work: str, out: str, seed: int) -> None:
     """Runs in its own process: stock tune_relax with default builder, runner and search."""
     start = float(os.environ["BENCH_START"])
     import tvm
@@ -113,19 +114,19 @@ def stock_child(workload: str, trials: int, work: str, out: str) -> None:
                 })
 
     ms.relax_integration.tune_relax(
-        mod, params={}, target=target, work_dir=work, max_trials_global=trials,
+        mod, params={}, target=target, work_dir=work, max_trials_global=trials, seed=seed,
         measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), Clock()],
     )
     Path(out).write_text(json.dumps({"log": log, "end": time.time()}))
 
 
-def run_stock(workload: str, trials: int, work: Path) -> dict:
-    out = work / "stock.json"
+def run_stock(workload: str, trials: int, work: Path, seed: int) -> dict:
+    out = work / f"stock{seed}.json"
     start = time.time()
     env = dict(os.environ, BENCH_START=str(start))
     proc = subprocess.Popen(
         [sys.executable, __file__, "--stock-child", "--workload", workload, "--trials", str(trials),
-         "--work", str(work / "stock"), "--out", str(out)],
+         "--work", str(work / f"stock{seed}"), "--out", str(out), "--seed", str(seed)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     sampler = PeakRSS(proc.pid)
@@ -153,30 +154,47 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workload", default="conv:C12")
     ap.add_argument("--trials", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-stock", action="store_true")
     ap.add_argument("--stock-child", action="store_true")
     ap.add_argument("--work")
     ap.add_argument("--out")
     args = ap.parse_args()
     if args.stock_child:
-        stock_child(args.workload, args.trials, args.work, args.out)
+        stock_child(args.workload, args.trials, args.work, args.out, args.seed)
         return
+    runs = []
     with tempfile.TemporaryDirectory(prefix="tvmtui-bench-") as tmp:
-        rows = [run_tvmtui(args.workload, args.trials, Path(tmp))]
-        if not args.skip_stock:
-            rows.append(run_stock(args.workload, args.trials, Path(tmp)))
-    cols = ["tool", "first_trial_s", "trials", "total_s", "trials_per_min", "timeout_share",
+        for seed in range(1, args.repeats + 1):
+            runs.append(dict(run_tvmtui(args.workload, args.trials, Path(tmp), seed), seed=seed))
+            if not args.skip_stock:
+                runs.append(dict(run_stock(args.workload, args.trials, Path(tmp), seed), seed=seed))
+    rows = [*runs, *(_median_row(runs, tool) for tool in dict.fromkeys(r["tool"] for r in runs))]
+    cols = ["tool", "seed", "first_trial_s", "trials", "total_s", "trials_per_min", "timeout_share",
             "build_errors", "peak_rss_mb", "best_ms"]
     print(f"workload {args.workload}, {args.trials} trials, {os.cpu_count()} cores")
     print(" | ".join(cols))
     for r in rows:
         print(" | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols))
     result = {"workload": args.workload, "trials": args.trials, "date": time.strftime("%Y-%m-%d"),
-              "machine": {"cores": os.cpu_count(), "cpu": _cpu_name()}, "rows": rows}
+              "machine": {"cores": os.cpu_count(), "cpu": _cpu_name()},
+              "command": " ".join(["python", "benchmarks/tuning_speed.py", *sys.argv[1:]]),
+              "rows": rows}
     dest = HERE / "results" / "tuning_speed.json"
     dest.parent.mkdir(exist_ok=True)
     dest.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {dest}")
+
+
+def _median_row(runs: list[dict], tool: str) -> dict:
+    mine = [r for r in runs if r["tool"] == tool]
+    row = {"tool": tool, "seed": "median"}
+    for key, value in mine[0].items():
+        if key not in row and isinstance(value, (int, float)):
+            vals = sorted(r[key] for r in mine if r[key] is not None)
+            row[key] = float(vals[len(vals) // 2]) if vals else None
+    return row
 
 
 def _cpu_name() -> str:

@@ -23,7 +23,15 @@ def _root(args) -> Path:
 
 
 def _open(args, name: str) -> st.Session:
-    return st.Session.open(_root(args), name)
+    root = _root(args)
+    return st.Session.open(st.resolve_root(root, name), name)
+
+
+def _writable(args, name: str) -> None:
+    if st.resolve_root(_root(args), name) != _root(args):
+        raise UserError(
+            f"{name!r} is the bundled demo (read-only): replay it with `tvmtui replay {name}`"
+        )
 
 
 def _print_json(obj) -> None:
@@ -199,12 +207,27 @@ def cmd_tune(args) -> int:
         if args.json:
             _print_json({"session": name, "pid": pid})
         return 0
+    if _interactive(args):
+        return run_app(args, start="live", session=name)
     return follow(session, args.json)
+
+
+def _interactive(args) -> bool:
+    """The app runs on a terminal unless --json or --headless asks for the plain stream."""
+    return not (args.json or getattr(args, "headless", False)) and sys.stdout.isatty()
+
+
+def run_app(args, start: str = "launch", session: str | None = None, speed: float = 10.0) -> int:
+    from tvmtui.tui.app import TvmTuiApp
+
+    TvmTuiApp(_root(args), start=start, session=session, speed=speed).run()
+    return 0
 
 
 def cmd_resume(args) -> int:
     from tvmtui.sessions.launch import spawn_worker, wait_for_lock
 
+    _writable(args, args.name)
     session = _open(args, args.name)
     meta = session.meta()
     done = int(meta.get("trials", 0))
@@ -228,6 +251,8 @@ def cmd_resume(args) -> int:
     session.set_meta(budget=budget, status="created", error=None)
     pid = spawn_worker(session)
     wait_for_lock(session, pid)
+    if args.detach:
+        return 0
     if not args.json:
         print(
             f"session {args.name}: resuming at trial {done + 1} of {budget}, worker pid {pid}",
@@ -238,7 +263,25 @@ def cmd_resume(args) -> int:
 
 def cmd_attach(args) -> int:
     session = _open(args, args.name)
+    if _interactive(args):
+        session.close()
+        return run_app(args, start="live", session=args.name)
     return follow(session, args.json)
+
+
+def cmd_replay(args) -> int:
+    if args.speed <= 0:
+        raise UserError(f"--speed must be positive (got {args.speed})")
+    _open(args, args.name).close()  # a clear error now, not inside the app
+    if not sys.stdout.isatty():
+        raise UserError("replay needs a terminal (it plays through the live screen)")
+    return run_app(args, start="replay", session=args.name, speed=args.speed)
+
+
+def cmd_app(args) -> int:
+    if not sys.stdout.isatty():
+        raise UserError("the app needs a terminal; see `tvmtui --help` for headless commands")
+    return run_app(args, start="launch")
 
 
 def _require_live(session: st.Session) -> None:
@@ -289,6 +332,7 @@ def cmd_stop(args) -> int:
 
 
 def cmd_budget(args) -> int:
+    _writable(args, args.name)
     session = _open(args, args.name)
     if args.trials < 1:
         raise UserError(f"budget must be at least 1 trial (got {args.trials})")
@@ -307,6 +351,7 @@ def cmd_budget(args) -> int:
 def cmd_export(args) -> int:
     from tvmtui.sessions.export import export_session
 
+    _writable(args, args.name)
     session = _open(args, args.name)
     info = export_session(session, Path(args.out))
     if args.json:
@@ -318,16 +363,12 @@ def cmd_export(args) -> int:
     return 0
 
 
-def _session_json(summary: st.SessionSummary) -> dict:
-    return summary.to_json()
-
-
 def cmd_sessions(args) -> int:
     root = _root(args)
     if args.action == "list":
         found, broken = st.list_sessions(root)
         if args.json:
-            _print_json([_session_json(s) for s in found])
+            _print_json([s.to_json() for s in found])
         else:
             _print_sessions(found, root)
         for name, err in broken:
@@ -339,13 +380,13 @@ def cmd_sessions(args) -> int:
         session = _open(args, args.name)
         summary = session.summary()
         meta = session.meta()
-        obj = _session_json(summary)
+        obj = summary.to_json()
         obj.update(
             {
                 "workload_info": meta["workload"],
                 "options": meta.get("options", {}),
                 "versions": meta.get("versions", {}),
-                "events": session.count_events("trial") and len(session.events(0)),
+                "events": session.count_events(None),
                 "path": str(session.path),
             }
         )
@@ -427,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", action="append", help="pin an input shape: NAME=1x3x224x224")
     p.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
     p.add_argument("--detach", action="store_true", help="start the worker and return")
+    p.add_argument("--headless", action="store_true", help="plain live view instead of the app")
     p.add_argument("--cores", type=int, help="cores to tune for (default: all available)")
     p.add_argument("--batch", type=int, default=32, help="candidates measured per round")
     p.add_argument("--population", type=int, default=256, help="evolutionary population size")
@@ -441,12 +483,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--trials", type=int, help="measure this many more trials")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--detach", action="store_true", help="start the worker and return")
     p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("attach", parents=[common], help="follow a session live")
     p.add_argument("name")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--headless", action="store_true", help="plain live view instead of the app")
     p.set_defaults(func=cmd_attach)
+
+    p = sub.add_parser("replay", parents=[common], help="play a saved session (or `demo`)")
+    p.add_argument("name")
+    p.add_argument("--speed", type=float, default=10.0, help="times real speed (default 10)")
+    p.set_defaults(func=cmd_replay)
 
     for name, func, text in (
         ("pause", cmd_pause, "pause a running worker after its current batch"),
@@ -487,10 +536,10 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse prints its own one-line usage error
         return 2 if exc.code not in (0, None) else 0
-    if not getattr(args, "command", None):
-        parser.print_help()
-        return 0
     try:
+        if not getattr(args, "command", None):
+            args.sessions_dir = None
+            return cmd_app(args)
         return args.func(args)
     except UserError as exc:
         print(f"tvmtui: {exc}", file=sys.stderr)

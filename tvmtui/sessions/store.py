@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS control (
     command TEXT NOT NULL,
     arg TEXT
 );
+CREATE TABLE IF NOT EXISTS traces (trial INTEGER PRIMARY KEY, text TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cm_samples (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     group_hash TEXT NOT NULL,
@@ -54,6 +55,21 @@ CREATE TABLE IF NOT EXISTS cm_samples (
     features BLOB NOT NULL
 );
 """
+
+
+DEMO_NAME = "demo"
+
+
+def assets_dir() -> Path:
+    """The project's `assets/` folder (holds the bundled, read-only demo session)."""
+    return Path(__file__).resolve().parents[2] / "assets"
+
+
+def resolve_root(root: Path, name: str) -> Path:
+    """Where session `name` lives: `root`, or the assets folder for the bundled demo."""
+    if name == DEMO_NAME and not (root / name).exists() and (assets_dir() / name).is_dir():
+        return assets_dir()
+    return root
 
 
 def sessions_root(cli_value: str | None = None) -> Path:
@@ -85,6 +101,7 @@ class SessionSummary:
     updated: float
     created: float
     error: str | None = None
+    bundled: bool = False  # the read-only demo shipped in assets/
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -134,6 +151,7 @@ class Session:
             raise UserError(f"{path} is not a tvmtui session (no {DB_FILE})")
         try:
             conn = cls._connect(db)
+            conn.executescript(_SCHEMA)  # no-op on a current session; adds newer tables
             conn.execute("SELECT key, value FROM meta LIMIT 1").fetchall()
             conn.execute("SELECT seq FROM events ORDER BY seq DESC LIMIT 1").fetchall()
         except sqlite3.DatabaseError as exc:
@@ -188,10 +206,19 @@ class Session:
             )
         return int(cur.lastrowid)
 
-    def append_many(self, events: list[tuple[str, dict]], meta: dict | None = None) -> None:
-        """Append several events (and optional metadata) in one transaction."""
+    def append_many(
+        self,
+        events: list[tuple[str, dict]],
+        meta: dict | None = None,
+        traces: list[tuple[int, str]] | None = None,
+    ) -> None:
+        """Append several events (and metadata, trial traces) in one transaction."""
         t = time.time()
         with self._transaction():
+            if traces:
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO traces(trial, text) VALUES(?, ?)", traces
+                )
             self._conn.executemany(
                 "INSERT INTO events(t, event, data) VALUES(?, ?, ?)",
                 [(t, e, json.dumps(d)) for e, d in events],
@@ -225,9 +252,23 @@ class Session:
             obj.update(json.loads(data))
             yield obj
 
-    def count_events(self, kind: str) -> int:
-        (n,) = self._conn.execute("SELECT COUNT(*) FROM events WHERE event = ?", (kind,)).fetchone()
+    def count_events(self, kind: str | None) -> int:
+        """How many events of one kind (or of any kind, for None)."""
+        if kind is None:
+            (n,) = self._conn.execute("SELECT COUNT(*) FROM events").fetchone()
+        else:
+            (n,) = self._conn.execute(
+                "SELECT COUNT(*) FROM events WHERE event = ?", (kind,)
+            ).fetchone()
         return int(n)
+
+    def trace(self, trial: int) -> str | None:
+        """The schedule trace (TVM's Python form) of one trial, if recorded."""
+        try:
+            row = self._conn.execute("SELECT text FROM traces WHERE trial = ?", (trial,)).fetchone()
+        except sqlite3.OperationalError:  # a session from before traces were kept
+            return None
+        return row[0] if row else None
 
     # ---- control -------------------------------------------------------------------
     def send(self, command: str, arg=None) -> int:
@@ -284,7 +325,7 @@ class Session:
             return "crashed"
         return status
 
-    def summary(self) -> SessionSummary:
+    def summary(self, bundled: bool = False) -> SessionSummary:
         meta = self.meta()
         return SessionSummary(
             name=self.name,
@@ -298,6 +339,7 @@ class Session:
             updated=float(meta.get("updated", 0.0)),
             created=float(meta.get("created", 0.0)),
             error=meta.get("error"),
+            bundled=bundled,
         )
 
     # ---- helpers ---------------------------------------------------------------------
@@ -321,31 +363,36 @@ class _Tx:
 
 
 def list_sessions(root: Path) -> tuple[list[SessionSummary], list[tuple[str, str]]]:
-    """Every session under `root`, newest first, plus (name, error) for unreadable ones."""
+    """Every session under `root`, newest first, then the bundled demo (unless `root` has
+    its own `demo`), plus (name, error) for unreadable ones."""
     found: list[SessionSummary] = []
     broken: list[tuple[str, str]] = []
-    if not root.is_dir():
-        return found, broken
-    for path in sorted(root.iterdir()):
+    places = [(p, root) for p in sorted(root.iterdir())] if root.is_dir() else []
+    demo_root = resolve_root(root, DEMO_NAME)
+    if demo_root != root:
+        places.append((demo_root / DEMO_NAME, demo_root))
+    for path, where in places:
         if not (path / DB_FILE).is_file():
             continue
         try:
-            session = Session.open(root, path.name)
+            session = Session.open(where, path.name)
         except UserError as exc:
             broken.append((path.name, str(exc)))
             continue
         try:
-            found.append(session.summary())
+            found.append(session.summary(bundled=where != root))
         except (UserError, sqlite3.DatabaseError, KeyError, ValueError) as exc:
             broken.append((path.name, f"session {path.name!r} is corrupted ({exc})"))
         finally:
             session.close()
-    found.sort(key=lambda s: s.updated, reverse=True)
+    found.sort(key=lambda s: (s.bundled, -s.updated))
     return found, broken
 
 
 def remove_session(root: Path, name: str) -> None:
     check_name(name)
+    if resolve_root(root, name) != root:
+        raise UserError("the bundled demo session is read-only; it cannot be removed")
     path = root / name
     if not path.is_dir():
         raise UserError(f"no session {name!r} in {root}")

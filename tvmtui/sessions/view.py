@@ -42,6 +42,8 @@ class SessionView:
     tasks: list[TaskRow] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
     recent: deque = field(default_factory=lambda: deque(maxlen=200))
+    estimates: deque = field(default_factory=lambda: deque(maxlen=2000))  # (trials, best_ms)
+    pairs: deque = field(default_factory=lambda: deque(maxlen=500))  # (predicted, GFLOPS)
     run_start_t: float | None = None
     run_start_trials: int = 0
     last_t: float | None = None
@@ -77,9 +79,13 @@ class SessionView:
                     lat = sum(e["run_s"]) / len(e["run_s"])
                     if row.best_s is None or lat < row.best_s:
                         row.best_s = lat
+                    if e.get("predicted") is not None:
+                        self.pairs.append((e["predicted"], row.flops / lat / 1e9))
         elif kind == ev.ROUND_DONE:
             self.best_ms = e.get("best_ms")
             self.budget = e.get("budget", self.budget)
+            if self.best_ms is not None:
+                self.estimates.append((e["trials"], self.best_ms))
         elif kind == ev.STATE:
             self.state = e["state"]
             self.reason = e.get("reason", "")
@@ -87,6 +93,10 @@ class SessionView:
                 self.state = ev.RUNNING
         elif kind == ev.NOTICE:
             self.notices.append(e["message"])
+
+    @property
+    def flops_by_task(self) -> dict[int, float]:
+        return {row.index: row.flops for row in self.tasks}
 
     def eta_s(self, now: float | None = None) -> float | None:
         """Seconds left at this run's trial rate."""

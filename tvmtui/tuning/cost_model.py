@@ -16,13 +16,7 @@ from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model.xgb_model import FeatureGroup, XGBModel
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
-
-def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:
-    if len(a) < 3 or np.all(a == a[0]) or np.all(b == b[0]):
-        return None
-    ra = np.argsort(np.argsort(a)).astype(float)
-    rb = np.argsort(np.argsort(b)).astype(float)
-    return float(np.corrcoef(ra, rb)[0, 1])
+from tvmtui.stats import spearman
 
 
 @derived_object
@@ -70,7 +64,7 @@ class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
         ok = np.isfinite(costs)
         if predicted is not None and ok.sum() >= 3:
             pred = np.array(predicted)[ok]
-            metrics["batch_spearman"] = _spearman(pred, -costs[ok])
+            metrics["batch_spearman"] = spearman(list(pred), list(-costs[ok]))
         if retrained and self.booster is not None:
             metrics.update(self._training_fit())
         self._save_new_samples(context, size_before)
@@ -92,7 +86,7 @@ class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
         pred = self._predict(xs=xs)
         return {
             "train_rmse": float(np.sqrt(np.mean((pred - y) ** 2))),
-            "train_spearman": _spearman(pred, y),
+            "train_spearman": spearman(list(pred), list(y)),
         }
 
     def _save_new_samples(self, context, size_before: int) -> None:

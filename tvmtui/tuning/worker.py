@@ -18,6 +18,11 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# TVM's own modules are safe to import here: only `tvm.s_tir.tensor_intrin` is expensive,
+# and `import_tvm` decides which of its parts load before anything imports it.
+from tvm.ir.utils import derived_object
+from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
 from tvmtui.sessions import store as st
 from tvmtui.sessions.msdb import repair_json_lines
 from tvmtui.tuning import events as ev
@@ -214,7 +219,7 @@ class Tuner:
         """Tune until the budget is spent or a stop is asked; returns the final state."""
         from tvm.s_tir import meta_schedule as ms
 
-        from tvmtui.tuning.search import DedupSearch, module_hash
+        from tvmtui.tuning.search import DedupSearch
 
         while not self.control.stop and self.trials_total < self.control.budget:
             before = self.trials_total
@@ -260,6 +265,7 @@ class Tuner:
 
         task = self.tasks[task_id]
         out: list[tuple[str, dict]] = []
+        traces: list[tuple[int, str]] = []
         for cand, bres, rres in zip(candidates, builder_results, runner_results):
             shash = module_hash(cand.sch.mod)
             self.memory.known.add(shash)
@@ -286,6 +292,7 @@ class Tuner:
                 run=self.run_index,
             )
             out.append((ev.TRIAL, trial.to_json()))
+            traces.append((trial.trial, _trace_text(cand.sch)))
             if kind in (ev.BUILD_ERROR, ev.BUILD_TIMEOUT):
                 task.build_errors += 1
             elif kind:
@@ -330,7 +337,9 @@ class Tuner:
                 },
             )
         )
-        self.session.append_many(out, meta={"trials": self.trials_total, "best_ms": estimate})
+        self.session.append_many(
+            out, meta={"trials": self.trials_total, "best_ms": estimate}, traces=traces
+        )
         self._obey()
 
     def estimate_ms(self) -> float | None:
@@ -366,34 +375,23 @@ class Tuner:
                 obj.shutdown()
 
 
-def _make_recorder():
-    from tvm.ir.utils import derived_object
-    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
-
-    @derived_object
-    class _Recorder(PyMeasureCallback):
-        """Turns each measured batch into session events, then obeys control requests."""
-
-        def __init__(self, tuner: Tuner):
-            super().__init__()
-            self.tuner = tuner
-
-        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
-            self.tuner.record_batch(
-                task_id, measure_candidates, builder_results, runner_results
-            )
-
-    return _Recorder
+def _trace_text(sch) -> str:
+    try:
+        return "\n".join(str(line) for line in sch.trace.as_python(remove_postproc=False))
+    except Exception as exc:  # noqa: BLE001 - a trace we cannot print must not stop tuning
+        return f"(trace unavailable: {exc})"
 
 
-def Recorder(tuner: Tuner):  # noqa: N802 - reads like the class it builds
-    global _RECORDER_CLS
-    if _RECORDER_CLS is None:
-        _RECORDER_CLS = _make_recorder()
-    return _RECORDER_CLS(tuner)
+@derived_object
+class Recorder(PyMeasureCallback):
+    """Turns each measured batch into session events, then obeys control requests."""
 
+    def __init__(self, tuner: Tuner):
+        super().__init__()
+        self.tuner = tuner
 
-_RECORDER_CLS = None
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+        self.tuner.record_batch(task_id, measure_candidates, builder_results, runner_results)
 
 
 def _hold_lock(session_path: Path):

@@ -1,0 +1,204 @@
+"""The Textual app: a reader and controller of sessions; TVM runs only in worker processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+
+from tvmtui.errors import UserError
+from tvmtui.sessions import store as st
+from tvmtui.tui.screens import (
+    LaunchScreen,
+    LiveScreen,
+    MessageModal,
+    SessionsScreen,
+    WorkerExit,
+    run_cli,
+)
+from tvmtui.tui.sources import LiveSource, ReplaySource
+
+HELP = """\
+Screens: F2 sessions, n new session (from Sessions), Esc back.
+
+Live tuning
+  p      pause / resume the worker (between batches)
+  s      stop the worker (asks first)
+  +      change the total trial budget
+  b      baselines panel (runs arrive with `tvmtui bench`)
+  e      export the tuned library
+  1-4    tabs: tasks, trials, charts, baselines
+  Enter  on a trial: its error and schedule trace
+
+Replay
+  space  play / pause     n  step one round     [ ]  slower / faster
+
+Sessions
+  Enter open live   r resume   y replay   e export   d delete   n new
+
+q quits the app; workers keep tuning (`tvmtui attach NAME` or reopen the app).
+Ctrl+P opens the command palette.
+"""
+
+
+
+class TvmTuiApp(App):
+    """tvmtui: pick a workload and a device, tune, watch, control, replay."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "tvmtui"
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+        Binding("f2", "sessions", "Sessions", show=False),
+    ]
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        start: str = "launch",
+        session: str | None = None,
+        speed: float = 10.0,
+    ):
+        super().__init__()
+        self.root = root
+        self.start = start
+        self.start_session = session
+        self.speed = speed
+        self._target: dict | None = None
+
+    def on_mount(self) -> None:
+        if self.start == "live" and self.start_session:
+            self.open_live(self.start_session)
+        elif self.start == "replay" and self.start_session:
+            self.open_replay(self.start_session, self.speed)
+        elif self.start == "sessions":
+            self.show_sessions()
+        else:
+            self.show_launch()
+
+    # ---- navigation ----------------------------------------------------------------
+    def _show(self, screen) -> None:
+        if len(self.screen_stack) > 1:
+            self.switch_screen(screen)
+        else:
+            self.push_screen(screen)
+
+    def show_launch(self) -> None:
+        self._show(LaunchScreen())
+
+    def show_sessions(self) -> None:
+        self._show(SessionsScreen(self.root))
+
+    def _session_root(self, name: str) -> Path:
+        return st.resolve_root(self.root, name)
+
+    def open_live(self, name: str) -> None:
+        try:
+            source = LiveSource(self._session_root(name), name)
+        except UserError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+            return
+        self._show(LiveScreen(source, self.root))
+
+    def open_replay(self, name: str, speed: float | None = None) -> None:
+        try:
+            source = ReplaySource(self._session_root(name), name, speed or self.speed)
+        except UserError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+            return
+        if not source.events:
+            source.close()
+            self.notify(f"session {name} has no events to replay", severity="warning")
+            return
+        self._show(LiveScreen(source, self.root))
+
+    def action_sessions(self) -> None:
+        self.show_sessions()
+
+    def action_help(self) -> None:
+        self.push_screen(MessageModal("tvmtui keys", HELP))
+
+    # ---- the local device ----------------------------------------------------------
+    def local_target(self) -> dict:
+        """The local CPU target (imports TVM once: call it from a thread worker)."""
+        if self._target is None:
+            from tvmtui.devices.local import local_cpu_target
+
+            self._target = local_cpu_target()
+        return self._target
+
+    # ---- actions that start processes (never on the event loop) -------------------------
+    @work(thread=True, exclusive=True, group="start")
+    def start_tuning(
+        self, spec: str, shapes: list[str], trials: int, name: str | None, baselines: list[str]
+    ) -> None:
+        from tvmtui.sessions.launch import (
+            create_session,
+            default_name,
+            spawn_worker,
+            wait_for_lock,
+        )
+        from tvmtui.workloads import load_workload
+
+        try:
+            if trials < 1:
+                raise UserError("the trial budget must be at least 1")
+            if name:
+                st.check_name(name)
+            workload = load_workload(spec, shapes)
+            name = name or default_name(workload)
+            target = self.local_target()
+            session = create_session(
+                self.root, name, workload, target, trials, {"baselines": baselines}
+            )
+            pid = spawn_worker(session)
+            wait_for_lock(session, pid)
+            session.close()
+        except UserError as exc:
+            self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            return
+        self.call_from_thread(self.open_live, name)
+
+    @work(thread=True, group="resume")
+    def resume_session(self, name: str) -> None:
+        try:
+            run_cli(["resume", name, "--detach"], self.root, timeout=120)
+        except WorkerExit as exc:
+            self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            return
+        self.call_from_thread(self.open_live, name)
+
+    @work(thread=True, group="export")
+    def export_session(self, name: str) -> None:
+        if self._session_root(name) != self.root:
+            self.call_from_thread(self.notify, "the bundled demo is read-only", severity="warning")
+            return
+        out = self.root / name / "export"
+        self.call_from_thread(self.notify, f"exporting {name} (compiling in a subprocess)...")
+        try:
+            run_cli(["export", name, str(out), "--json"], self.root)
+        except WorkerExit as exc:
+            self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            return
+        self.call_from_thread(self.notify, f"exported {out / 'model.so'}", timeout=10)
+
+    # ---- command palette -------------------------------------------------------------
+    def get_system_commands(self, screen):
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Sessions", "List saved sessions", self.show_sessions)
+        yield SystemCommand("New session", "Pick a workload and a device", self.show_launch)
+        yield SystemCommand("Replay demo", "Play the bundled demo session", lambda: self.open_replay(st.DEMO_NAME))
+        yield SystemCommand("Help", "Keys and screens", self.action_help)
+        if isinstance(screen, LiveScreen):
+            for title, text, action in (
+                ("Pause / resume", "Pause or resume the worker", screen.action_pause),
+                ("Stop", "Stop the worker after its batch", screen.action_stop),
+                ("Change budget", "Set the total trial budget", screen.action_budget),
+                ("Run baselines", "Compare against TFLite, ONNX Runtime, ...", screen.action_baselines),
+                ("Export", "Compile the tuned library", screen.action_export),
+            ):
+                yield SystemCommand(title, text, action)

@@ -1,0 +1,552 @@
+"""Screens of the app: launch, live tuning (or replay), saved sessions, and small modals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import (
+    Button,
+    DataTable,
+    Footer,
+    Input,
+    Label,
+    OptionList,
+    SelectionList,
+    Static,
+    TabbedContent,
+    TabPane,
+)
+from textual.widgets.option_list import Option
+
+from tvmtui.devices.local import describe_target
+from tvmtui.errors import UserError
+from tvmtui.sessions import store as st
+from tvmtui.sessions.view import SessionView
+from tvmtui.tui.sources import LiveSource, ReplaySource
+from tvmtui.tui.widgets import (
+    BaselinePanel,
+    EstimateChart,
+    PredictionChart,
+    SummaryBar,
+    TaskTable,
+    TrialStream,
+    fmt_ms,
+)
+from tvmtui.workloads import builtin
+
+REFRESH_HZ = 4  # the live screen polls and repaints at most this often
+CHART_EVERY = 4  # charts redraw once per this many ticks (plotext is the slow part)
+BASELINES = ("tflite", "acl", "onnxruntime", "openvino", "tvm-untuned")
+
+
+# ---- modals -------------------------------------------------------------------------------
+class MessageModal(ModalScreen[None]):
+    """A titled block of text (an error, a trial's trace, help)."""
+
+    BINDINGS = [Binding("escape,q,enter", "dismiss", "Close")]
+
+    def __init__(self, title: str, body: str):
+        super().__init__()
+        self.title_text, self.body = title, body
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="modal"):
+            yield Label(self.title_text, id="modal-title")
+            with VerticalScroll():
+                yield Static(Text(self.body), id="modal-body")
+            yield Label("Esc closes", classes="hint")
+
+    def action_dismiss(self) -> None:
+        self.dismiss(None)
+
+
+class ConfirmModal(ModalScreen[bool]):
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+
+    def __init__(self, question: str):
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="modal"):
+            yield Label(self.question, id="modal-title")
+            yield Label("y = yes, n = no", classes="hint")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+
+class BudgetModal(ModalScreen[int | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, current: int, done: int):
+        super().__init__()
+        self.current, self.done = current, done
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="modal"):
+            yield Label(f"Total trial budget (now {self.current}, {self.done} done)", id="modal-title")
+            yield Input(str(self.current), id="budget-input", type="integer")
+            yield Label("Enter sets it, Esc cancels", classes="hint")
+
+    @on(Input.Submitted)
+    def submitted(self, event: Input.Submitted) -> None:
+        try:
+            value = int(event.value)
+        except ValueError:
+            value = 0
+        if value < 1:
+            self.notify("the budget must be a positive number of trials", severity="error")
+            return
+        self.dismiss(value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+# ---- live tuning / replay -------------------------------------------------------------
+class LiveScreen(Screen):
+    """Follows one session: header, tasks, trial stream, charts, baselines, controls."""
+
+    BINDINGS = [
+        Binding("p", "pause", "Pause/resume"),
+        Binding("s", "stop", "Stop"),
+        Binding("plus,equals_sign", "budget", "Budget"),
+        Binding("b", "baselines", "Baselines"),
+        Binding("e", "export", "Export"),
+        Binding("space", "replay_toggle", "Play/pause"),
+        Binding("n", "replay_step", "Step"),
+        Binding("right_square_bracket", "replay_faster", "Faster"),
+        Binding("left_square_bracket", "replay_slower", "Slower"),
+        Binding("1", "tab('tasks')", "Tasks", show=False),
+        Binding("2", "tab('trials')", "Trials", show=False),
+        Binding("3", "tab('charts')", "Charts", show=False),
+        Binding("4", "tab('baselines')", "Baselines", show=False),
+        Binding("escape", "leave", "Back"),
+    ]
+
+    def __init__(self, source: LiveSource | ReplaySource, root: Path):
+        super().__init__()
+        self.source = source
+        self.root = root
+        self.view = SessionView()
+        self.status = "starting"
+        self.ticks = 0
+        self.dirty = True
+        self.baseline_results: list[dict] | None = None
+        self.gone_noticed = False
+
+    def compose(self) -> ComposeResult:
+        yield SummaryBar(id="summary")
+        with TabbedContent(id="tabs"):
+            with TabPane("Tasks", id="tasks"):
+                yield TaskTable(id="task-table")
+            with TabPane("Trials", id="trials"):
+                yield TrialStream(id="trial-stream")
+            with TabPane("Charts", id="charts"):
+                yield EstimateChart(id="estimate-chart")
+                yield PredictionChart(id="prediction-chart")
+            with TabPane("Baselines", id="baselines"):
+                yield BaselinePanel(id="baseline-panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = f"tvmtui - {self.source.name}"
+        self.tick()
+        self.set_interval(1 / REFRESH_HZ, self.tick)
+
+    def on_unmount(self) -> None:
+        self.source.close()
+
+    # -- the bounded-rate refresh loop --
+    def tick(self) -> None:
+        try:
+            result = self.source.poll()
+        except Exception as exc:  # noqa: BLE001 - e.g. the session was removed meanwhile
+            if not self.gone_noticed:
+                self.gone_noticed = True
+                self.notify(f"cannot read the session: {exc}", severity="error", timeout=10)
+            self.status = "disconnected"
+            self._render_summary()
+            return
+        trials = []
+        for e in result.events:
+            self.view.apply(e)
+            if e["event"] == "trial":
+                trials.append(e)
+        if result.events:
+            self.dirty = True
+        previous, self.status = self.status, self._status(result.status)
+        if previous != self.status and self.status == "crashed":
+            self.notify(
+                f"the worker of {self.source.name} died; press Esc, then r in Sessions to resume",
+                severity="error",
+                timeout=15,
+            )
+        self.ticks += 1
+        self._render_summary()
+        if trials:
+            self.query_one(TrialStream).add_trials(trials, self.view.flops_by_task)
+        if self.dirty:
+            self.query_one(TaskTable).show(self.view)
+            self.query_one(BaselinePanel).show(self.view, self.baseline_results)
+        if self.dirty and self.ticks % CHART_EVERY == 1:
+            self.query_one(EstimateChart).show(list(self.view.estimates))
+            self.query_one(PredictionChart).show(list(self.view.pairs))
+            self.dirty = False
+
+    def _status(self, source_status: str) -> str:
+        if not self.source.live:
+            return "replay" if source_status == "replay" else self.view.state
+        if source_status == "crashed":
+            return "crashed"
+        return self.view.state if source_status in st.LIVE_STATES else source_status
+
+    def _render_summary(self) -> None:
+        extra = ""
+        if not self.source.live:
+            playing = "playing" if self.source.playing else "paused"
+            extra = f"  replay {playing} x{self.source.speed:g}"
+        now = None if self.source.live else self.view.last_t
+        self.query_one(SummaryBar).show(self.view, self.source.name, self.status, extra, now)
+
+    # -- controls --
+    LIVE_ACTIONS = ("pause", "stop", "budget", "export")
+    REPLAY_ACTIONS = ("replay_toggle", "replay_step", "replay_faster", "replay_slower")
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        """Show only the controls that apply: worker controls live, playback in a replay."""
+        if action in self.LIVE_ACTIONS:
+            return self.source.live
+        if action in self.REPLAY_ACTIONS:
+            return not self.source.live
+        return True
+
+    def _live_only(self) -> bool:
+        if not self.source.live:
+            self.notify("this is a replay: space plays/pauses, n steps, [ ] change speed")
+            return False
+        if not self.source.worker_alive():
+            self.notify(
+                f"no worker is running {self.source.name}; resume it from Sessions (r)",
+                severity="warning",
+            )
+            return False
+        return True
+
+    def action_pause(self) -> None:
+        if not self._live_only():
+            return
+        if self.view.state == "paused":
+            self.source.send("resume")
+            self.notify("resuming")
+        else:
+            self.source.send("pause")
+            self.notify("pausing after the current batch")
+
+    def action_stop(self) -> None:
+        if not self._live_only():
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.source.send("stop", "stopped from the app")
+                self.notify("stopping after the current batch")
+
+        self.app.push_screen(ConfirmModal(f"Stop tuning {self.source.name}?"), answer)
+
+    def action_budget(self) -> None:
+        if not self._live_only():
+            return
+
+        def answer(value: int | None) -> None:
+            if value is not None:
+                self.source.send("budget", value)
+                self.notify(f"budget set to {value} trials")
+
+        self.app.push_screen(BudgetModal(self.view.budget, self.view.trials), answer)
+
+    def action_baselines(self) -> None:
+        self.action_tab("baselines")
+        self.notify("baseline runs arrive with `tvmtui bench` (next issue)")
+
+    def action_export(self) -> None:
+        if not self.source.live:
+            self.notify("export a session from Sessions (e)")
+            return
+        self.app.export_session(self.source.name)
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def action_replay_toggle(self) -> None:
+        if not self.source.live:
+            self.source.toggle()
+            self._render_summary()
+
+    def action_replay_step(self) -> None:
+        if not self.source.live:
+            self.source.step()
+            self.tick()
+
+    def action_replay_faster(self) -> None:
+        if not self.source.live:
+            self.source.faster()
+            self._render_summary()
+
+    def action_replay_slower(self) -> None:
+        if not self.source.live:
+            self.source.slower()
+            self._render_summary()
+
+    def action_leave(self) -> None:
+        self.app.show_sessions()
+
+    @on(DataTable.RowSelected, "#trial-stream")
+    def drill_into_trial(self, event: DataTable.RowSelected) -> None:
+        trial = int(event.row_key.value)
+        found = next((e for e in reversed(self.view.recent) if e["trial"] == trial), None)
+        if found is None:
+            return
+        lines = [
+            f"task {found.get('task_name')} (#{found['task']}), trial {trial}",
+            f"build {found.get('build_s') or 0:.3f} s, runs {found.get('run_s')}",
+            f"predicted score: {found.get('predicted')}",
+        ]
+        if found.get("error_kind"):
+            lines += ["", f"error ({found['error_kind']}):", found.get("error") or ""]
+        trace = self.source.trace(trial)
+        lines += ["", "schedule trace:", trace or "(not recorded)"]
+        self.app.push_screen(MessageModal(f"Trial {trial}", "\n".join(lines)))
+
+
+# ---- sessions -------------------------------------------------------------------------
+class SessionsScreen(Screen):
+    BINDINGS = [
+        Binding("enter", "open", "Open"),
+        Binding("r", "resume", "Resume"),
+        Binding("y", "replay", "Replay"),
+        Binding("e", "export", "Export"),
+        Binding("d", "delete", "Delete"),
+        Binding("n", "new", "New"),
+        Binding("f5", "refresh", "Refresh"),
+    ]
+
+    def __init__(self, root: Path):
+        super().__init__()
+        self.root = root
+
+    def compose(self) -> ComposeResult:
+        yield Label("Sessions", classes="screen-title")
+        yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="sessions-note")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for col in ("name", "workload", "device", "trials", "best ms", "speedup", "state", "updated"):
+            table.add_column(col, key=col)
+        self.action_refresh()
+        self.set_interval(2.0, self.action_refresh)
+
+    def on_screen_resume(self) -> None:
+        self.action_refresh()
+
+    def action_refresh(self) -> None:
+        table = self.query_one(DataTable)
+        found, broken = st.list_sessions(self.root)
+        keep = table.cursor_row
+        table.clear()
+        for s in found:
+            table.add_row(
+                s.name,
+                s.workload,
+                describe_target(s.target),
+                f"{s.trials}/{s.budget}",
+                fmt_ms(s.best_ms),
+                "-",
+                s.status,
+                time.strftime("%m-%d %H:%M", time.localtime(s.updated)),
+                key=s.name,
+            )
+        if found:
+            table.move_cursor(row=min(keep, len(found) - 1), animate=False)
+        note = self.query_one("#sessions-note", Static)
+        note.update(
+            Text("\n".join(f"! {err}" for _, err in broken), style="yellow")
+            if broken
+            else Text(f"{len(found)} session(s) in {self.root}", style="dim")
+        )
+
+    def _selected(self) -> str | None:
+        table = self.query_one(DataTable)
+        if table.row_count == 0:
+            self.notify("no sessions yet: press n to start one")
+            return None
+        return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+
+    @on(DataTable.RowSelected)
+    def row_selected(self) -> None:
+        self.action_open()
+
+    def action_open(self) -> None:
+        name = self._selected()
+        if name:
+            self.app.open_live(name)
+
+    def action_resume(self) -> None:
+        name = self._selected()
+        if name:
+            self.app.resume_session(name)
+
+    def action_replay(self) -> None:
+        name = self._selected()
+        if name:
+            self.app.open_replay(name)
+
+    def action_export(self) -> None:
+        name = self._selected()
+        if name:
+            self.app.export_session(name)
+
+    def action_new(self) -> None:
+        self.app.show_launch()
+
+    def action_delete(self) -> None:
+        name = self._selected()
+        if not name:
+            return
+
+        def answer(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                st.remove_session(self.root, name)
+                self.notify(f"deleted {name}")
+            except UserError as exc:
+                self.notify(str(exc), severity="error")
+            self.action_refresh()
+
+        self.app.push_screen(ConfirmModal(f"Delete session {name} and its records?"), answer)
+
+
+# ---- launch ---------------------------------------------------------------------------
+class LaunchScreen(Screen):
+    BINDINGS = [
+        Binding("ctrl+s", "start", "Start"),
+        Binding("f2", "sessions", "Sessions"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Label("New tuning session", classes="screen-title")
+        with Horizontal(id="launch"):
+            with Vertical(id="launch-left"):
+                yield Label("Workload")
+                yield OptionList(
+                    *[Option(f"{name:11} {spec.describe()}", id=name) for name, spec in builtin.OPS.items()],
+                    id="workloads",
+                )
+                yield Static("", id="workload-card")
+            with Vertical(id="launch-right"):
+                yield Label("Device")
+                yield OptionList(id="devices")
+                yield Label("Model file (.onnx) instead of a built-in")
+                yield Input(placeholder="path/to/model.onnx", id="model-path")
+                yield Input(placeholder="shapes: input=1x3x224x224 (optional)", id="shapes")
+                with Horizontal(classes="row"):
+                    yield Input("64", id="trials", type="integer")
+                    yield Input(placeholder="session name (optional)", id="session-name")
+                yield Label("Baselines to compare")
+                yield SelectionList(*[(b, b, b in ("tflite", "onnxruntime")) for b in BASELINES], id="baselines")
+                yield Button("Start tuning (Ctrl+S)", id="start", variant="primary")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        devices = self.query_one("#devices", OptionList)
+        devices.add_option(Option("local CPU  (asking LLVM...)", id="local"))
+        devices.highlighted = 0
+        self.detect_device()
+        workloads = self.query_one("#workloads", OptionList)
+        workloads.highlighted = list(builtin.OPS).index("conv:C12")
+        workloads.focus()
+
+    @work(thread=True, exclusive=True)
+    def detect_device(self) -> None:
+        """LLVM's name for this CPU needs TVM: ask for it off the UI thread."""
+        target = self.app.local_target()
+        self.app.call_from_thread(self._show_device, target)
+
+    def _show_device(self, target: dict) -> None:
+        devices = self.query_one("#devices", OptionList)
+        devices.replace_option_prompt("local", f"local CPU  {describe_target(target)}")
+
+    @on(OptionList.OptionHighlighted, "#workloads")
+    def show_card(self, event: OptionList.OptionHighlighted) -> None:
+        spec = builtin.OPS[event.option.id]
+        card = (
+            f"{spec.name}: {spec.describe()}\ninput {'x'.join(map(str, spec.input_shape))}, "
+            f"{spec.flops / 1e6:.1f} MFLOP, {spec.params:,} weights"
+        )
+        self.query_one("#workload-card", Static).update(card)
+
+    @on(OptionList.OptionSelected, "#workloads")
+    @on(Button.Pressed, "#start")
+    @on(Input.Submitted)
+    def start_from_widget(self) -> None:
+        self.action_start()
+
+    def action_sessions(self) -> None:
+        self.app.show_sessions()
+
+    def action_start(self) -> None:
+        path = self.query_one("#model-path", Input).value.strip()
+        shapes = self.query_one("#shapes", Input).value.split()
+        workloads = self.query_one("#workloads", OptionList)
+        option = workloads.get_option_at_index(workloads.highlighted or 0)
+        spec = path or option.id
+        try:
+            trials = int(self.query_one("#trials", Input).value or 0)
+        except ValueError:
+            trials = 0
+        name = self.query_one("#session-name", Input).value.strip() or None
+        baselines = list(self.query_one("#baselines", SelectionList).selected)
+        self.app.start_tuning(spec, shapes, trials, name, baselines)
+
+
+class WorkerExit(Exception):
+    """A subprocess the app started failed; its message is for the user."""
+
+
+def run_cli(args: list[str], root: Path, timeout: float = 3600) -> str:
+    """Run a `tvmtui` subcommand in a subprocess (heavy TVM work stays off the UI)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "tvmtui", *args, "--sessions-dir", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        raise WorkerExit(lines[-1] if lines else f"exit code {proc.returncode}")
+    return proc.stdout
+
+
+__all__ = [
+    "LaunchScreen",
+    "LiveScreen",
+    "SessionsScreen",
+    "MessageModal",
+    "ConfirmModal",
+    "BudgetModal",
+    "run_cli",
+    "WorkerExit",
+]

@@ -1,0 +1,179 @@
+"""Widgets of the live screen. Each renders from a `SessionView`; none touches TVM."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable, Static
+from textual_plotext import PlotextPlot
+
+from tvmtui.devices.local import describe_target
+from tvmtui.sessions.view import SessionView
+from tvmtui.stats import spearman
+
+STREAM_ROWS = 200  # the trial stream keeps this many rows; older trials stay in the store
+
+STATE_STYLE = {
+    "running": "bold green",
+    "paused": "bold yellow",
+    "starting": "bold cyan",
+    "finished": "bold blue",
+    "stopped": "bold magenta",
+    "failed": "bold red",
+    "crashed": "bold red",
+    "disconnected": "bold red",
+    "replay": "bold cyan",
+}
+
+
+def fmt_ms(ms: float | None) -> str:
+    return "-" if ms is None else f"{ms:.3f}"
+
+
+def fmt_hms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+class SummaryBar(Static):
+    """Workload @ device, session, state, trials/budget, estimate, elapsed, ETA."""
+
+    def show(
+        self, view: SessionView, name: str, state: str, extra: str = "", now: float | None = None
+    ) -> None:
+        target = describe_target(view.target) if view.target else "?"
+        line1 = Text.assemble(
+            (view.workload or "?", "bold"),
+            " @ ",
+            target,
+            "  ",
+            (f" {state} ", STATE_STYLE.get(state, "bold") + " reverse"),
+            f"  {name}",
+        )
+        line2 = Text(
+            f"trials {view.trials}/{view.budget}  best {fmt_ms(view.best_ms)} ms  "
+            f"elapsed {fmt_hms(view.elapsed_s(now))}  ETA {fmt_hms(view.eta_s(now))}{extra}"
+        )
+        self.update(Text("\n").join([line1, line2]))
+
+
+class TaskTable(DataTable):
+    """One row per tuning task."""
+
+    COLUMNS = ("#", "task", "MFLOP", "wt", "trials", "best ms", "GFLOPS", "share", "err b/r")
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.zebra_stripes = True
+        for col in self.COLUMNS:
+            self.add_column(col, key=col)
+
+    def show(self, view: SessionView) -> None:
+        total = sum(r.weight * r.best_s for r in view.tasks if r.best_s) or None
+        if self.row_count != len(view.tasks):
+            self.clear()
+            for row in view.tasks:
+                self.add_row(*([""] * len(self.COLUMNS)), key=str(row.index))
+        for row in view.tasks:
+            share = (row.weight * row.best_s / total) if (total and row.best_s) else None
+            values = (
+                str(row.index),
+                row.name,
+                f"{row.flops / 1e6:.1f}",
+                str(row.weight),
+                str(row.trials),
+                fmt_ms(row.best_s * 1000 if row.best_s else None),
+                f"{row.gflops:.1f}" if row.gflops else "-",
+                f"{share:.0%}" if share is not None else "-",
+                f"{row.build_errors}/{row.run_errors}",
+            )
+            for col, value in zip(self.COLUMNS, values):
+                self.update_cell(str(row.index), col, value)
+
+
+class TrialStream(DataTable):
+    """The latest trials, newest at the bottom; Enter drills into one."""
+
+    COLUMNS = ("trial", "task", "latency ms", "GFLOPS", "predicted", "status")
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        for col in self.COLUMNS:
+            self.add_column(col, key=col)
+
+    def add_trials(self, trials: list[dict], flops: dict[int, float]) -> None:
+        if not trials:
+            return
+        follow = self.row_count == 0 or self.cursor_row >= self.row_count - 1
+        for e in trials[-STREAM_ROWS:]:
+            lat = sum(e["run_s"]) / len(e["run_s"]) if e.get("run_s") else None
+            gflops = flops.get(e["task"], 0) / lat / 1e9 if lat else None
+            status = Text(e["error_kind"], style="red") if e.get("error_kind") else Text("ok")
+            self.add_row(
+                str(e["trial"]),
+                e.get("task_name", str(e["task"])),
+                fmt_ms(lat * 1000 if lat else None),
+                f"{gflops:.1f}" if gflops else "-",
+                "-" if e.get("predicted") is None else f"{e['predicted']:.3f}",
+                status,
+                key=str(e["trial"]),
+            )
+        while self.row_count > STREAM_ROWS:
+            self.remove_row(self.coordinate_to_cell_key((0, 0)).row_key)
+        if follow:
+            self.move_cursor(row=self.row_count - 1, animate=False)
+
+
+class EstimateChart(PlotextPlot):
+    """End-to-end estimate (ms) against trials."""
+
+    def show(self, points: list[tuple[int, float]]) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("end-to-end estimate (ms) vs trials")
+        if points:
+            xs, ys = zip(*points)
+            plt.plot(list(xs), list(ys), marker="braille")
+        self.refresh()
+
+
+class PredictionChart(PlotextPlot):
+    """Cost-model score against measured GFLOPS, with their rank correlation."""
+
+    def show(self, pairs: list[tuple[float, float]]) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        rho = spearman([p for p, _ in pairs], [g for _, g in pairs])
+        label = "n/a" if rho is None else f"{rho:+.2f}"
+        plt.title(f"predicted score vs GFLOPS  (rank corr {label}, n={len(pairs)})")
+        if pairs:
+            plt.scatter([p for p, _ in pairs], [g for _, g in pairs], marker="dot")
+        self.refresh()
+
+
+class BaselinePanel(Static):
+    """Baselines beside tuned TVM: latency, speedup and parity (filled by `tvmtui bench`)."""
+
+    def show(self, view: SessionView, results: list[dict] | None) -> None:
+        lines = [Text.assemble(("tuned TVM", "bold"), f"  {fmt_ms(view.best_ms)} ms (estimate)")]
+        if not results:
+            lines.append(
+                Text(
+                    "No baseline results yet. Press b to run them; TFLite, ONNX Runtime, "
+                    "OpenVINO, ACL and untuned TVM arrive with `tvmtui bench`.",
+                    style="dim",
+                )
+            )
+        for r in results or []:
+            parity = r.get("parity") or {}
+            ok = parity.get("passed")
+            lines.append(
+                Text(
+                    f"{r['name']:12} {fmt_ms(r.get('median_ms'))} ms  "
+                    f"speedup {r.get('speedup') or '-'}  parity {'ok' if ok else ok}"
+                )
+            )
+        self.update(Text("\n").join(lines))
