@@ -68,7 +68,7 @@ def test_a_corrupted_session_is_reported_not_raised(tmp_path):
     with pytest.raises(UserError, match="corrupted"):
         Session.open(tmp_path, "bad")
     found, broken = list_sessions(tmp_path)
-    assert [s.name for s in found] == ["good"]
+    assert [(s.name, s.bundled) for s in found] == [("good", False), ("demo", True)]
     assert broken and broken[0][0] == "bad"
 
 

@@ -79,7 +79,8 @@ def test_tune_resume_export_conv_c12(cli, tmp_path):
     assert SUMMARY_KEYS <= summary.keys() and summary["trials"] == 32
     assert summary["status"] == "finished" and summary["best_ms"] > 0
     listed = json.loads(cli.run("sessions", "list", "--json").stdout)
-    assert [s["name"] for s in listed] == ["a"] and SUMMARY_KEYS <= listed[0].keys()
+    assert [(s["name"], s["bundled"]) for s in listed] == [("a", False), ("demo", True)]
+    assert SUMMARY_KEYS <= listed[0].keys()
 
     out = tmp_path / "export"
     exported = cli.run("export", "a", str(out), "--json")

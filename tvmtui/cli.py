@@ -278,7 +278,22 @@ def cmd_replay(args) -> int:
     return run_app(args, start="replay", session=args.name, speed=args.speed)
 
 
+def serve_web(host: str, port: int) -> int:
+    """The same app in a browser (textual-serve runs `tvmtui` per visitor)."""
+    try:
+        from textual_serve.server import Server
+    except ImportError:
+        raise UserError(
+            "--web needs textual-serve: pip install -e '.[web]' (or pip install textual-serve)"
+        ) from None
+    print(f"serving tvmtui on http://{host}:{port} (Ctrl-C stops)", file=sys.stderr)
+    Server(f"{sys.executable} -m tvmtui", host=host, port=port, title="tvmtui").serve()
+    return 0
+
+
 def cmd_app(args) -> int:
+    if getattr(args, "web", False):
+        return serve_web(args.host, args.port)
     if not sys.stdout.isatty():
         raise UserError("the app needs a terminal; see `tvmtui --help` for headless commands")
     return run_app(args, start="launch")
@@ -457,8 +472,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--sessions-dir", help="where sessions live (default $TVMTUI_SESSIONS or ./sessions)"
     )
     parser = argparse.ArgumentParser(
-        prog="tvmtui", description="Tune TVM models with MetaSchedule; watch, control, export."
+        prog="tvmtui",
+        description="Tune TVM models with MetaSchedule; watch, control, export. "
+        "Without a command: the interactive app.",
     )
+    parser.add_argument("--web", action="store_true", help="serve the app to a browser")
+    parser.add_argument("--host", default="127.0.0.1", help="with --web (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="with --web (default 8000)")
     sub = parser.add_subparsers(dest="command")
 
     p = sub.add_parser("tune", parents=[common], help="start tuning a workload in a new session")

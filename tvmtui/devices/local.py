@@ -27,11 +27,13 @@ def local_cpu_target(num_cores: int | None = None) -> dict:
 
 
 def describe_target(target: dict) -> str:
-    """A short label, e.g. `llvm znver3 x2`."""
+    """A short label: `znver3 x2` for an LLVM CPU target, `cuda sm_86` for others."""
     kind = target.get("kind", "?")
     cpu = target.get("mcpu") or target.get("arch") or ""
     cores = target.get("num-cores")
-    return " ".join(str(p) for p in (kind, cpu, f"x{cores}" if cores else "") if p)
+    parts = [] if kind == "llvm" and cpu else [kind]
+    parts += [cpu, f"x{cores}" if cores else ""]
+    return " ".join(str(p) for p in parts if p)
 
 
 def host_summary() -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from textual import work
@@ -64,6 +65,9 @@ class TvmTuiApp(App):
         speed: float = 10.0,
     ):
         super().__init__()
+        if "TEXTUAL_ANIMATIONS" not in os.environ:
+            # Over SSH every animation frame is bytes on a slow link: show changes at once.
+            self.animation_level = "none"
         self.root = root
         self.start = start
         self.start_session = session

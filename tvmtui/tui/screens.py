@@ -452,22 +452,27 @@ class LaunchScreen(Screen):
             with Vertical(id="launch-left"):
                 yield Label("Workload")
                 yield OptionList(
-                    *[Option(f"{name:11} {spec.describe()}", id=name) for name, spec in builtin.OPS.items()],
+                    *[Option(f"{name:10} {spec.short()}", id=name) for name, spec in builtin.OPS.items()],
                     id="workloads",
                 )
                 yield Static("", id="workload-card")
             with Vertical(id="launch-right"):
                 yield Label("Device")
                 yield OptionList(id="devices")
-                yield Label("Model file (.onnx) instead of a built-in")
-                yield Input(placeholder="path/to/model.onnx", id="model-path")
-                yield Input(placeholder="shapes: input=1x3x224x224 (optional)", id="shapes")
+                yield Label("Or a model file (.onnx)")
+                yield Input(placeholder="path/to/model.onnx", id="model-path", compact=True)
+                yield Input(placeholder="shapes: x=1x3x224x224", id="shapes", compact=True)
                 with Horizontal(classes="row"):
-                    yield Input("64", id="trials", type="integer")
-                    yield Input(placeholder="session name (optional)", id="session-name")
+                    yield Label("Trials ")
+                    yield Input("64", id="trials", type="integer", compact=True)
+                    yield Input(placeholder="session name", id="session-name", compact=True)
                 yield Label("Baselines to compare")
-                yield SelectionList(*[(b, b, b in ("tflite", "onnxruntime")) for b in BASELINES], id="baselines")
-                yield Button("Start tuning (Ctrl+S)", id="start", variant="primary")
+                yield SelectionList(
+                    *[(b, b, b in ("tflite", "onnxruntime")) for b in BASELINES],
+                    id="baselines",
+                    compact=True,
+                )
+                yield Button("Start tuning (Ctrl+S)", id="start", variant="primary", compact=True)
         yield Footer()
 
     def on_mount(self) -> None:

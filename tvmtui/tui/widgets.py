@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.markup import escape
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
@@ -13,10 +14,10 @@ from tvmtui.stats import spearman
 STREAM_ROWS = 200  # the trial stream keeps this many rows; older trials stay in the store
 
 STATE_STYLE = {
-    "running": "bold green",
+    "running": "bold cyan",
     "paused": "bold yellow",
-    "starting": "bold cyan",
-    "finished": "bold blue",
+    "starting": "bold",
+    "finished": "bold green",
     "stopped": "bold magenta",
     "failed": "bold red",
     "crashed": "bold red",
@@ -43,19 +44,13 @@ class SummaryBar(Static):
         self, view: SessionView, name: str, state: str, extra: str = "", now: float | None = None
     ) -> None:
         target = describe_target(view.target) if view.target else "?"
-        line1 = Text.assemble(
-            (view.workload or "?", "bold"),
-            " @ ",
-            target,
-            "  ",
-            (f" {state} ", STATE_STYLE.get(state, "bold") + " reverse"),
-            f"  {name}",
-        )
-        line2 = Text(
+        style = STATE_STYLE.get(state, "bold") + " reverse"
+        self.update(
+            f"[b]{escape(view.workload or '?')}[/b] @ {escape(target)}  "
+            f"[{style}] {state} [/]  {escape(name)}\n"
             f"trials {view.trials}/{view.budget}  best {fmt_ms(view.best_ms)} ms  "
             f"elapsed {fmt_hms(view.elapsed_s(now))}  ETA {fmt_hms(view.eta_s(now))}{extra}"
         )
-        self.update(Text("\n").join([line1, line2]))
 
 
 class TaskTable(DataTable):

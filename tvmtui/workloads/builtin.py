@@ -59,6 +59,13 @@ class OpSpec:
     def params(self) -> int:
         return int(np.prod(self.weight_shape))
 
+    def short(self) -> str:
+        """A compact label for narrow lists: `7x7 512->512 3x3/1`."""
+        k = f"{self.kernel}x{self.kernel}/{self.stride}"
+        if self.kind == "conv2d":
+            return f"{self.size}x{self.size} {self.in_channels}->{self.out_channels} {k}"
+        return f"{self.size}x{self.size} dw{self.in_channels} {k}"
+
     def describe(self) -> str:
         if self.kind == "conv2d":
             return (
