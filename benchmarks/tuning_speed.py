@@ -87,7 +87,6 @@ def run_tvmtui(workload: str, trials: int, work: Path, seed: int) -> dict:
 
 def stock_child(workload: str, trials: int, work: str, out: str, seed: int) -> None:
     """Runs in its own process: stock tune_relax with default builder, runner and search."""
-    start = float(os.environ["BENCH_START"])
     import tvm
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
@@ -123,7 +122,7 @@ def stock_child(workload: str, trials: int, work: str, out: str, seed: int) -> N
 def run_stock(workload: str, trials: int, work: Path, seed: int) -> dict:
     out = work / f"stock{seed}.json"
     start = time.time()
-    env = dict(os.environ, BENCH_START=str(start))
+    env = dict(os.environ)
     proc = subprocess.Popen(
         [sys.executable, __file__, "--stock-child", "--workload", workload, "--trials", str(trials),
          "--work", str(work / f"stock{seed}"), "--out", str(out), "--seed", str(seed)],

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import pytest
-
 from tvmtui.sessions.store import Session
 from tvmtui.tui.app import TvmTuiApp
 from tvmtui.tui.screens import LaunchScreen, LiveScreen, MessageModal, SessionsScreen
@@ -132,6 +130,11 @@ def test_bad_input_in_the_app_is_a_message_and_the_app_keeps_running(tmp_path):
             messages = [n.message for n in app._notifications]
             assert any("not found" in m for m in messages), messages
             screen.query_one("#model-path").value = ""
+            screen.query_one("#shapes").value = "input=1xthree"
+            await pilot.press("ctrl+s")
+            await pilot.pause(1.0)
+            assert any("bad --shape" in n.message for n in app._notifications)
+            screen.query_one("#shapes").value = ""
             screen.query_one("#trials").value = "0"
             await pilot.press("ctrl+s")
             await pilot.pause(1.0)
@@ -144,5 +147,48 @@ def test_bad_input_in_the_app_is_a_message_and_the_app_keeps_running(tmp_path):
             await pilot.pause(0.5)
             note = str(app.screen.query_one("#sessions-note").render())
             assert "corrupted" in note
+
+    asyncio.run(scenario())
+
+
+def test_a_dying_worker_and_a_locked_session_are_messages_not_crashes(cli):
+    import fcntl
+    import os
+    import signal
+
+    started = cli.run("tune", "dwconv:D9", "--trials", "500", "--session", "doomed", "--detach")
+    assert started.returncode == 0, started.stderr
+    cli.root.mkdir(parents=True, exist_ok=True)
+    Session.create(cli.root, "locked", {
+        "workload": {"name": "w", "graph_hash": "h"}, "target": {"kind": "llvm"}, "budget": 4,
+        "status": "running"}).close()
+
+    async def scenario():
+        app = TvmTuiApp(cli.root, start="live", session="doomed")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: live(app).view.trials >= 1, what="trials")
+            os.kill(Session.open(cli.root, "doomed").meta()["pid"], signal.SIGKILL)
+            await wait_until(pilot, lambda: live(app).status == "crashed", 30, "crashed")
+            assert any("died" in n.message for n in app._notifications)
+            await pilot.resize_terminal(160, 48)  # the app survives resizes too
+            await pilot.pause(0.3)
+            assert live(app).query_one("#task-table").size.width > 100
+            await pilot.resize_terminal(80, 24)
+            await pilot.pause(0.3)
+
+            # A session another process is working on cannot be deleted from the app.
+            with open(cli.root / "locked" / "worker.lock", "a+") as held:
+                fcntl.flock(held, fcntl.LOCK_EX)
+                app.show_sessions()
+                await pilot.pause(0.5)
+                table = app.screen.query_one("#sessions-table")
+                row = [table.coordinate_to_cell_key((i, 0)).row_key.value
+                       for i in range(table.row_count)].index("locked")
+                table.move_cursor(row=row)
+                await pilot.press("d")
+                await pilot.press("y")
+                await pilot.pause(0.5)
+                assert any("running worker" in n.message for n in app._notifications)
+            assert (cli.root / "locked").exists()
 
     asyncio.run(scenario())

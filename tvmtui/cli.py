@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from tvmtui import fmt
 from tvmtui.errors import UserError
 from tvmtui.sessions import store as st
 
@@ -36,17 +37,6 @@ def _writable(args, name: str) -> None:
 
 def _print_json(obj) -> None:
     print(json.dumps(obj), flush=True)
-
-
-def _fmt_ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f} ms"
-
-
-def _fmt_s(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 # ---- following a session ----------------------------------------------------------------
@@ -143,11 +133,11 @@ def _render(view, name: str):
         (view.state, "bold green" if view.state == "running" else "bold yellow"),
     )
     stats = Text(
-        f"trials {view.trials}/{view.budget}   end-to-end estimate {_fmt_ms(view.best_ms)}   "
-        f"elapsed {_fmt_s(view.elapsed_s())}   ETA {_fmt_s(view.eta_s())}"
+        f"trials {view.trials}/{view.budget}   end-to-end estimate {fmt.ms(view.best_ms)} ms   "
+        f"elapsed {fmt.hms(view.elapsed_s())}   ETA {fmt.hms(view.eta_s())}"
     )
     table = Table(expand=False, pad_edge=False)
-    for col in ("#", "task", "MFLOP", "weight", "trials", "best", "GFLOPS", "errors b/r"):
+    for col in ("#", "task", "MFLOP", "weight", "trials", "best ms", "GFLOPS", "errors b/r"):
         table.add_column(col, justify="left" if col == "task" else "right")
     for row in view.tasks:
         table.add_row(
@@ -156,7 +146,7 @@ def _render(view, name: str):
             f"{row.flops / 1e6:.1f}",
             str(row.weight),
             str(row.trials),
-            _fmt_ms(row.best_s * 1000 if row.best_s else None),
+            fmt.ms(row.best_s * 1000 if row.best_s else None),
             f"{row.gflops:.1f}" if row.gflops else "-",
             f"{row.build_errors}/{row.run_errors}",
         )
@@ -170,7 +160,7 @@ def _render(view, name: str):
 # ---- commands ---------------------------------------------------------------------------
 def cmd_tune(args) -> int:
     from tvmtui.devices.local import local_cpu_target
-    from tvmtui.sessions.launch import create_session, default_name, spawn_worker, wait_for_lock
+    from tvmtui.sessions.launch import create_session, default_name, spawn_worker
     from tvmtui.workloads import load_workload
 
     if args.trials < 1:
@@ -196,7 +186,7 @@ def cmd_tune(args) -> int:
     }
     session = create_session(root, name, workload, target, args.trials, options)
     pid = spawn_worker(session)
-    wait_for_lock(session, pid)
+    _started(session, pid)
     if not args.json:
         print(
             f"session {name}: tuning {workload.name} on {target['mcpu']} "
@@ -224,8 +214,19 @@ def run_app(args, start: str = "launch", session: str | None = None, speed: floa
     return 0
 
 
+def _started(session: st.Session, pid: int) -> None:
+    """Wait for the new worker to take the session's lock; fail clearly if it died first."""
+    from tvmtui.sessions.launch import wait_for_lock
+
+    if not wait_for_lock(session, pid) and session.status() not in TERMINAL:
+        raise RuntimeError(
+            f"the worker for {session.name!r} exited before it started; "
+            f"see {session.file(st.WORKER_LOG)}"
+        )
+
+
 def cmd_resume(args) -> int:
-    from tvmtui.sessions.launch import spawn_worker, wait_for_lock
+    from tvmtui.sessions.launch import spawn_worker
 
     _writable(args, args.name)
     session = _open(args, args.name)
@@ -250,7 +251,7 @@ def cmd_resume(args) -> int:
         )
     session.set_meta(budget=budget, status="created", error=None)
     pid = spawn_worker(session)
-    wait_for_lock(session, pid)
+    _started(session, pid)
     if args.detach:
         return 0
     if not args.json:
@@ -323,6 +324,9 @@ def _await_state(session: st.Session, wanted: tuple[str, ...], after: int, timeo
 def cmd_pause(args) -> int:
     session = _open(args, args.name)
     _require_live(session)
+    if session.meta().get("status") == "paused":
+        print(f"session {args.name}: already paused (`tvmtui resume {args.name}` continues)")
+        return 0
     last = session.events(0)[-1]["seq"]
     session.send("pause")
     got = _await_state(session, ("paused", "finished", "stopped"), last, args.wait)
@@ -422,24 +426,14 @@ def _print_sessions(found: list[st.SessionSummary], root: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from tvmtui.devices.local import describe_target
-
     if not found:
         print(f"no sessions in {root}")
         return
     table = Table()
-    for col in ("name", "workload", "device", "trials", "best", "status", "updated"):
+    for col in fmt.SESSION_COLUMNS:
         table.add_column(col)
     for s in found:
-        table.add_row(
-            s.name,
-            s.workload,
-            describe_target(s.target),
-            f"{s.trials}/{s.budget}",
-            _fmt_ms(s.best_ms),
-            s.status,
-            time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated)),
-        )
+        table.add_row(*fmt.session_cells(s))
     Console().print(table)
 
 

@@ -44,6 +44,8 @@ class SessionView:
     recent: deque = field(default_factory=lambda: deque(maxlen=200))
     estimates: deque = field(default_factory=lambda: deque(maxlen=2000))  # (trials, best_ms)
     pairs: deque = field(default_factory=lambda: deque(maxlen=500))  # (predicted, GFLOPS)
+    # per task: (trial, best ms) at each improvement; improvements are rare, capped anyway
+    task_history: dict = field(default_factory=dict)
     run_start_t: float | None = None
     run_start_trials: int = 0
     last_t: float | None = None
@@ -79,6 +81,8 @@ class SessionView:
                     lat = sum(e["run_s"]) / len(e["run_s"])
                     if row.best_s is None or lat < row.best_s:
                         row.best_s = lat
+                        history = self.task_history.setdefault(row.index, deque(maxlen=500))
+                        history.append((e["trial"], lat * 1000))
                     if e.get("predicted") is not None:
                         self.pairs.append((e["predicted"], row.flops / lat / 1e9))
         elif kind == ev.ROUND_DONE:

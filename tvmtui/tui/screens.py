@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from rich.text import Text
@@ -27,6 +26,7 @@ from textual.widgets import (
 )
 from textual.widgets.option_list import Option
 
+from tvmtui import fmt
 from tvmtui.devices.local import describe_target
 from tvmtui.errors import UserError
 from tvmtui.sessions import store as st
@@ -37,9 +37,9 @@ from tvmtui.tui.widgets import (
     EstimateChart,
     PredictionChart,
     SummaryBar,
+    TaskBestChart,
     TaskTable,
     TrialStream,
-    fmt_ms,
 )
 from tvmtui.workloads import builtin
 
@@ -150,6 +150,7 @@ class LiveScreen(Screen):
         with TabbedContent(id="tabs"):
             with TabPane("Tasks", id="tasks"):
                 yield TaskTable(id="task-table")
+                yield TaskBestChart(id="task-chart")
             with TabPane("Trials", id="trials"):
                 yield TrialStream(id="trial-stream")
             with TabPane("Charts", id="charts"):
@@ -201,6 +202,7 @@ class LiveScreen(Screen):
             self.query_one(BaselinePanel).show(self.view, self.baseline_results)
         if self.dirty and self.ticks % CHART_EVERY == 1:
             self.query_one(EstimateChart).show(list(self.view.estimates))
+            self.query_one(TaskBestChart).show(self.view)
             self.query_one(PredictionChart).show(list(self.view.pairs))
             self.dirty = False
 
@@ -353,7 +355,7 @@ class SessionsScreen(Screen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for col in ("name", "workload", "device", "trials", "best ms", "speedup", "state", "updated"):
+        for col in fmt.SESSION_COLUMNS:
             table.add_column(col, key=col)
         self.action_refresh()
         self.set_interval(2.0, self.action_refresh)
@@ -367,17 +369,7 @@ class SessionsScreen(Screen):
         keep = table.cursor_row
         table.clear()
         for s in found:
-            table.add_row(
-                s.name,
-                s.workload,
-                describe_target(s.target),
-                f"{s.trials}/{s.budget}",
-                fmt_ms(s.best_ms),
-                "-",
-                s.status,
-                time.strftime("%m-%d %H:%M", time.localtime(s.updated)),
-                key=s.name,
-            )
+            table.add_row(*fmt.session_cells(s), key=s.name)
         if found:
             table.move_cursor(row=min(keep, len(found) - 1), animate=False)
         note = self.query_one("#sessions-note", Static)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.markup import escape
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
 from tvmtui.devices.local import describe_target
+from tvmtui.fmt import hms as fmt_hms
+from tvmtui.fmt import ms as fmt_ms
 from tvmtui.sessions.view import SessionView
 from tvmtui.stats import spearman
 
@@ -26,17 +29,6 @@ STATE_STYLE = {
 }
 
 
-def fmt_ms(ms: float | None) -> str:
-    return "-" if ms is None else f"{ms:.3f}"
-
-
-def fmt_hms(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
 class SummaryBar(Static):
     """Workload @ device, session, state, trials/budget, estimate, elapsed, ETA."""
 
@@ -53,12 +45,24 @@ class SummaryBar(Static):
         )
 
 
+def _bound_render_caches(table: DataTable) -> None:
+    """Size a streaming table's render caches to what fits on a screen.
+
+    DataTable keys its caches by update count, so a table refreshed 4 times a second fills
+    its 10,000-cell cache with stale entries (tens of MB) before the LRU bound holds.
+    """
+    table._cell_render_cache = LRUCache(1000)
+    table._row_render_cache = LRUCache(200)
+    table._line_cache = LRUCache(200)
+
+
 class TaskTable(DataTable):
     """One row per tuning task."""
 
     COLUMNS = ("#", "task", "MFLOP", "wt", "trials", "best ms", "GFLOPS", "share", "err b/r")
 
     def on_mount(self) -> None:
+        _bound_render_caches(self)
         self.cursor_type = "row"
         self.zebra_stripes = True
         for col in self.COLUMNS:
@@ -83,8 +87,10 @@ class TaskTable(DataTable):
                 f"{share:.0%}" if share is not None else "-",
                 f"{row.build_errors}/{row.run_errors}",
             )
+            key = str(row.index)
             for col, value in zip(self.COLUMNS, values):
-                self.update_cell(str(row.index), col, value)
+                if self.get_cell(key, col) != value:  # unchanged cells keep their cache
+                    self.update_cell(key, col, value)
 
 
 class TrialStream(DataTable):
@@ -93,6 +99,7 @@ class TrialStream(DataTable):
     COLUMNS = ("trial", "task", "latency ms", "GFLOPS", "predicted", "status")
 
     def on_mount(self) -> None:
+        _bound_render_caches(self)
         self.cursor_type = "row"
         for col in self.COLUMNS:
             self.add_column(col, key=col)
@@ -131,6 +138,28 @@ class EstimateChart(PlotextPlot):
         if points:
             xs, ys = zip(*points)
             plt.plot(list(xs), list(ys), marker="braille")
+        self.refresh()
+
+
+class TaskBestChart(PlotextPlot):
+    """Each task's best latency (ms) against the trial that reached it."""
+
+    MAX_TASKS = 8  # the slowest tasks; more lines would be unreadable in a terminal
+
+    def show(self, view: SessionView) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title("per-task best (ms) vs trials")
+        ranked = sorted(
+            (row for row in view.tasks if row.index in view.task_history),
+            key=lambda row: -(row.weight * (row.best_s or 0)),
+        )[: self.MAX_TASKS]
+        for row in ranked:
+            points = list(view.task_history[row.index])
+            points.append((view.trials, points[-1][1]))  # flat until the next improvement
+            xs, ys = zip(*points)
+            plt.plot(list(xs), list(ys), marker="braille", label=f"#{row.index} {row.name}"[:24])
         self.refresh()
 
 

@@ -255,7 +255,7 @@ class Tuner:
                 ],
                 task_scheduler="gradient",
             )
-            if self.trials_total == before:
+            if self.trials_total == before and not self.control.stop:
                 return ev.FINISHED  # the search found nothing new to measure
         return ev.STOPPED if self.control.stop else ev.FINISHED
 
