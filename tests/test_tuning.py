@@ -195,3 +195,47 @@ def test_not_a_model_and_bad_shape_via_cli(cli, tmp_path):
     result = cli.run("resume", "broken")
     assert result.returncode == 2 and "corrupted" in result.stderr
     assert (corrupt / "session.sqlite").read_bytes() == b"garbage" * 50
+
+
+def _mlp(path, rng):
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w1 = rng.standard_normal((64, 128)).astype(np.float32)
+    b1 = rng.standard_normal((128,)).astype(np.float32)
+    w2 = rng.standard_normal((128, 10)).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Add", ["h", "b1"], ["h2"]),
+        helper.make_node("Relu", ["h2"], ["h3"]),
+        helper.make_node("MatMul", ["h3", "w2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 10])],
+        initializer=[numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+                     numpy_helper.from_array(w2, "w2")],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return lambda x: np.maximum(x @ w1 + b1, 0) @ w2
+
+
+def test_user_onnx_with_two_tasks_keeps_the_budget_and_exports_correct_code(cli, tmp_path):
+    rng = np.random.default_rng(7)
+    model = tmp_path / "mlp.onnx"
+    reference = _mlp(model, rng)
+    result = cli.run("tune", str(model), "--shape", "x=4x64", "--trials", "24",
+                     "--session", "mlp", "--json")
+    assert result.returncode == 0, result.stderr
+    events = cli.json_lines(result.stdout)
+    tasks = next(e for e in events if e["event"] == "tasks_extracted")["tasks"]
+    assert len(tasks) == 2
+    trials = [e for e in events if e["event"] == "trial"]
+    assert len(trials) == 24  # both tasks' batches were in flight at once; no overshoot
+    assert {t["task"] for t in trials} == {0, 1}
+    exported = cli.run("export", "mlp", str(tmp_path / "mlp.so"), "--json")
+    assert exported.returncode == 0, exported.stderr
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    np.testing.assert_allclose(_run_module(str(tmp_path / "mlp.so"), x), reference(x),
+                               rtol=1e-4, atol=1e-4)

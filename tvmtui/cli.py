@@ -143,7 +143,7 @@ def _render(view, name: str):
         table.add_row(
             str(row.index),
             row.name,
-            f"{row.flops / 1e6:.1f}",
+            fmt.mflop(row.flops),
             str(row.weight),
             str(row.trials),
             fmt.ms(row.best_s * 1000 if row.best_s else None),

@@ -6,8 +6,15 @@ import time
 
 
 def ms(value: float | None) -> str:
-    """Milliseconds with three decimals, or `-` when unknown."""
-    return "-" if value is None else f"{value:.3f}"
+    """Milliseconds: three decimals, or three significant digits below 0.1; `-` if unknown."""
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if value >= 0.1 else f"{value:.3g}"
+
+
+def mflop(flops: float) -> str:
+    value = flops / 1e6
+    return f"{value:.1f}" if value >= 1 else f"{value:.3g}"
 
 
 def hms(seconds: float | None) -> str:

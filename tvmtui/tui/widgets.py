@@ -10,6 +10,7 @@ from textual_plotext import PlotextPlot
 
 from tvmtui.devices.local import describe_target
 from tvmtui.fmt import hms as fmt_hms
+from tvmtui.fmt import mflop as fmt_mflop
 from tvmtui.fmt import ms as fmt_ms
 from tvmtui.sessions.view import SessionView
 from tvmtui.stats import spearman
@@ -79,7 +80,7 @@ class TaskTable(DataTable):
             values = (
                 str(row.index),
                 row.name,
-                f"{row.flops / 1e6:.1f}",
+                fmt_mflop(row.flops),
                 str(row.weight),
                 str(row.trials),
                 fmt_ms(row.best_s * 1000 if row.best_s else None),

@@ -28,6 +28,7 @@ class SearchMemory:
     scores: dict[str, float] = field(default_factory=dict)  # cost-model score at pick time
     skipped: int = 0  # candidates dropped because they were measured before
     allowance: int | None = None  # candidates still allowed (budget); 0 ends the search
+    in_flight: int = 0  # handed out but not yet recorded (the scheduler overlaps tasks)
     search_s: float = 0.0  # wall time of the last generate call
     cold_batches: int = 0  # batches to draw without evolution (nothing to evolve from yet)
     cold_batch_size: int = 16  # a small first batch: first results sooner
@@ -112,6 +113,9 @@ class DedupSearch(PySearchStrategy):
             if allowance is not None:
                 fresh, hashes = fresh[:allowance], hashes[:allowance]
             if fresh:
+                self.memory.in_flight += len(fresh)
+                if self.memory.allowance is not None:
+                    self.memory.allowance -= len(fresh)
                 scores = self.score(self.context, fresh) if self.score else None
                 if scores is not None:
                     self.memory.scores.update(zip(hashes, scores))

@@ -224,6 +224,7 @@ class Tuner:
         while not self.control.stop and self.trials_total < self.control.budget:
             before = self.trials_total
             self.memory.allowance = self.control.budget - before
+            self.memory.in_flight = 0
             strategy = DedupSearch(
                 population_size=int(self.options.get("population", 256)),
                 genetic_num_iters=int(self.options.get("genetic_iters", 3)),
@@ -264,6 +265,7 @@ class Tuner:
         from tvmtui.tuning.search import module_hash
 
         task = self.tasks[task_id]
+        self.memory.in_flight = max(0, self.memory.in_flight - len(candidates))
         out: list[tuple[str, dict]] = []
         traces: list[tuple[int, str]] = []
         for cand, bres, rres in zip(candidates, builder_results, runner_results):
@@ -361,7 +363,8 @@ class Tuner:
                 self.set_state(ev.RUNNING, "")
         # Never terminate tasks from here: the scheduler may terminate the same task right
         # after this callback. An exhausted allowance makes the search end them instead.
-        self.memory.allowance = 0 if c.stop else max(0, c.budget - self.trials_total)
+        left = c.budget - self.trials_total - self.memory.in_flight
+        self.memory.allowance = 0 if c.stop else max(0, left)
 
     def set_state(self, state: str, reason: str, **extra) -> None:
         status = {ev.RESUMED: ev.RUNNING}.get(state, state)
