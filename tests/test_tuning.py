@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tvmtui.sessions.store import RECORD_DB
+from tvmtui.tuning.events import EVENT_NAMES
 
 CONTRACT_TRIAL_KEYS = {"event", "t", "task", "trial", "build_s", "run_s", "predicted",
                        "error_kind", "error"}
@@ -49,6 +50,7 @@ def test_tune_resume_export_conv_c12(cli, tmp_path):
     assert first.returncode == 0, first.stderr
     events = cli.json_lines(first.stdout)
     assert all({"event", "t"} <= e.keys() for e in events)
+    assert {e["event"] for e in events} <= set(EVENT_NAMES)
     kinds = [e["event"] for e in events]
     for kind in ("session_started", "tasks_extracted", "trial", "cost_model_updated",
                  "task_best", "round_done", "state"):

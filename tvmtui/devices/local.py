@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import platform
 
 
 def cpu_count() -> int:
@@ -35,6 +34,3 @@ def describe_target(target: dict) -> str:
     parts += [cpu, f"x{cores}" if cores else ""]
     return " ".join(str(p) for p in parts if p)
 
-
-def host_summary() -> dict:
-    return {"machine": platform.machine(), "node": platform.node(), "cores": cpu_count()}

@@ -536,14 +536,3 @@ def run_cli(args: list[str], root: Path, timeout: float = 3600) -> str:
         raise WorkerExit(lines[-1] if lines else f"exit code {proc.returncode}")
     return proc.stdout
 
-
-__all__ = [
-    "LaunchScreen",
-    "LiveScreen",
-    "SessionsScreen",
-    "MessageModal",
-    "ConfirmModal",
-    "BudgetModal",
-    "run_cli",
-    "WorkerExit",
-]

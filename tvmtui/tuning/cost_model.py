@@ -31,7 +31,6 @@ class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
         super().__init__(**kwargs)
         self.on_update = on_update
         self.on_samples = on_samples
-        self.updates = 0
 
     @property
     def trained(self) -> bool:
@@ -53,7 +52,6 @@ class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
         start = time.perf_counter()
         super().update(context, candidates, results)
         seconds = time.perf_counter() - start
-        self.updates += 1
         retrained = self.last_train_size == self.data_size and self.data_size > size_before
         metrics = {
             "samples": int(self.data_size),
