@@ -437,25 +437,94 @@ def _print_sessions(found: list[st.SessionSummary], root: Path) -> None:
     Console().print(table)
 
 
-def cmd_zoo(args) -> int:
-    from tvmtui.workloads import builtin
+def _zoo_rows() -> list[dict]:
+    from tvmtui.workloads import builtin, nets
 
-    rows = [
-        {
+    rows = []
+    for spec in nets.NETS.values():
+        _, stats = nets.build_onnx_net(spec)
+        rows.append({
+            "name": spec.name,
+            "kind": "network",
+            "flops": 2 * stats.macs,
+            "params": stats.params,
+            "input_shape": spec.input_shape,
+            "description": spec.description,
+            "layers": stats.layers,
+        })
+    for spec in builtin.OPS.values():
+        rows.append({
             "name": spec.name,
             "kind": spec.kind,
             "flops": spec.flops,
             "params": spec.params,
             "input_shape": spec.input_shape,
             "description": spec.describe(),
-        }
-        for spec in builtin.OPS.values()
-    ]
-    if args.json:
-        _print_json(rows)
+            "layers": [spec.describe()],
+        })
+    return rows
+
+
+def cmd_zoo(args) -> int:
+    rows = _zoo_rows()
+    if args.action == "list":
+        if args.json:
+            _print_json([{k: v for k, v in r.items() if k != "layers"} for r in rows])
+        else:
+            for row in rows:
+                print(
+                    f"{row['name']:11} {row['description'][:44]:44} "
+                    f"{row['flops'] / 1e6:9.1f} MFLOP {row['params'] / 1e6:6.2f} M params"
+                )
+        return 0
+    if not args.name:
+        raise UserError(f"`tvmtui zoo {args.action}` needs a workload name")
+    row = next((r for r in rows if r["name"].lower() == args.name.lower()), None)
+    if row is None:
+        raise UserError(f"unknown workload {args.name!r}; `tvmtui zoo list` shows them")
+    if args.action == "show":
+        return _zoo_show(row, args.json)
+    return _zoo_export(row, Path(args.dir or "."), args.json)
+
+
+def _zoo_show(row: dict, as_json: bool) -> int:
+    """The workload card, with the number of MetaSchedule tasks for this CPU."""
+    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.tuning.tvm_env import extract_tasks, import_tvm, onnx_to_relax
+    from tvmtui.workloads import load_workload
+
+    workload = load_workload(row["name"])
+    target = local_cpu_target()
+    tvm = import_tvm(target)
+    mod = onnx_to_relax(workload.model_bytes, workload.input_shapes)
+    tasks = extract_tasks(mod, tvm.target.Target(target))
+    card = dict(row, graph_hash=workload.graph_hash, tasks=len(tasks),
+                task_names=[t.task_name for t in tasks])
+    if as_json:
+        _print_json(card)
+        return 0
+    print(f"{card['name']}: {card['description']}")
+    print(f"  input {'x'.join(map(str, card['input_shape']))}, "
+          f"{card['flops'] / 2e6:.1f} MMACs ({card['flops'] / 1e9:.3f} GFLOP), "
+          f"{card['params']:,} parameters, {card['tasks']} tuning tasks, "
+          f"graph hash {card['graph_hash']}")
+    print(f"  {len(card['layers'])} weighted layers:")
+    for layer in card["layers"]:
+        print(f"    {layer}")
+    return 0
+
+
+def _zoo_export(row: dict, out: Path, as_json: bool) -> int:
+    from tvmtui.workloads import load_workload
+
+    workload = load_workload(row["name"])
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{workload.name.replace(':', '_')}.onnx"
+    path.write_bytes(workload.model_bytes)
+    if as_json:
+        _print_json({"name": workload.name, "onnx": str(path), "graph_hash": workload.graph_hash})
     else:
-        for row in rows:
-            print(f"{row['name']:12} {row['description']:40} {row['flops'] / 1e6:9.1f} MFLOP")
+        print(f"wrote {path} (the .tflite twin arrives with the TFLite writer)")
     return 0
 
 
@@ -476,7 +545,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command")
 
     p = sub.add_parser("tune", parents=[common], help="start tuning a workload in a new session")
-    p.add_argument("workload", help="built-in (conv:C1..C12, dwconv:D1..D9) or a .onnx file")
+    p.add_argument(
+        "workload",
+        help="built-in (resnet18, mobilenet, lstm, dqn, dcgan, conv:C1..C12, dwconv:D1..D9) "
+        "or a .onnx file",
+    )
     p.add_argument("--trials", type=int, default=64, help="trial budget (default 64)")
     p.add_argument("--session", help="session name (default: workload and time)")
     p.add_argument("--shape", action="append", help="pin an input shape: NAME=1x3x224x224")
@@ -537,8 +610,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_sessions)
 
-    p = sub.add_parser("zoo", help="built-in workloads")
-    p.add_argument("action", choices=["list"])
+    p = sub.add_parser("zoo", help="built-in workloads: list, show a card, export files")
+    p.add_argument("action", choices=["list", "show", "export"])
+    p.add_argument("name", nargs="?")
+    p.add_argument("dir", nargs="?", help="with export: where to write the model files")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_zoo)
     return parser

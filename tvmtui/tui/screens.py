@@ -41,7 +41,7 @@ from tvmtui.tui.widgets import (
     TaskTable,
     TrialStream,
 )
-from tvmtui.workloads import builtin
+from tvmtui.workloads import builtin, nets
 
 REFRESH_HZ = 4  # the live screen polls and repaints at most this often
 CHART_EVERY = 4  # charts redraw once per this many ticks (plotext is the slow part)
@@ -444,6 +444,7 @@ class LaunchScreen(Screen):
             with Vertical(id="launch-left"):
                 yield Label("Workload")
                 yield OptionList(
+                    *[Option(f"{name:10} {spec.short}", id=name) for name, spec in nets.NETS.items()],
                     *[Option(f"{name:10} {spec.short()}", id=name) for name, spec in builtin.OPS.items()],
                     id="workloads",
                 )
@@ -473,7 +474,7 @@ class LaunchScreen(Screen):
         devices.highlighted = 0
         self.detect_device()
         workloads = self.query_one("#workloads", OptionList)
-        workloads.highlighted = list(builtin.OPS).index("conv:C12")
+        workloads.highlighted = [o.id for o in workloads.options].index("conv:C12")
         workloads.focus()
 
     @work(thread=True, exclusive=True)
@@ -488,12 +489,33 @@ class LaunchScreen(Screen):
 
     @on(OptionList.OptionHighlighted, "#workloads")
     def show_card(self, event: OptionList.OptionHighlighted) -> None:
-        spec = builtin.OPS[event.option.id]
+        spec = builtin.OPS.get(event.option.id)
+        if spec is None:
+            self.query_one("#workload-card", Static).update(f"{event.option.id}: ...")
+            self.network_card(event.option.id)
+            return
         card = (
             f"{spec.name}: {spec.describe()}\ninput {'x'.join(map(str, spec.input_shape))}, "
             f"{spec.flops / 1e6:.1f} MFLOP, {spec.params:,} weights"
         )
         self.query_one("#workload-card", Static).update(card)
+
+    @work(thread=True, exclusive=True, group="card")
+    def network_card(self, name: str) -> None:
+        """A network's card needs its graph built (a fraction of a second): off the UI."""
+        spec = nets.NETS[name]
+        _, stats = nets.build_onnx_net(spec)
+        card = (
+            f"{name}: {spec.description}\ninput {'x'.join(map(str, spec.input_shape))}, "
+            f"{2 * stats.macs / 1e6:.1f} MFLOP, {stats.params:,} weights, "
+            f"{len(stats.layers)} weighted layers"
+        )
+        self.app.call_from_thread(self._set_card, name, card)
+
+    def _set_card(self, name: str, card: str) -> None:
+        workloads = self.query_one("#workloads", OptionList)
+        if workloads.highlighted is not None and workloads.options[workloads.highlighted].id == name:
+            self.query_one("#workload-card", Static).update(card)
 
     @on(OptionList.OptionSelected, "#workloads")
     @on(Button.Pressed, "#start")

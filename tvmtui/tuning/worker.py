@@ -206,7 +206,11 @@ class Tuner:
         if samples:
             self.cost_model.restore(str(self.session.file(st.COST_MODEL_FILE)), samples)
         elif self.prior_trials == 0:
+            # One sampled batch per task, small enough that every task gets measured
+            # within the budget (so the end-to-end estimate exists early).
             self.memory.cold_batches = len(self.tasks)
+            share = int(self.meta["budget"]) // len(self.tasks)
+            self.memory.cold_batch_size = max(2, min(16, share))
 
     def emit_notice(self, message: str) -> None:
         self.session.append(ev.NOTICE, {"message": message})

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tvmtui.errors import UserError
-from tvmtui.workloads import builtin
+from tvmtui.workloads import builtin, nets
 
 
 @dataclass(frozen=True)
@@ -172,9 +172,29 @@ def load_builtin(spec: builtin.OpSpec) -> Workload:
     )
 
 
+def load_network(spec: nets.NetSpec) -> Workload:
+    model, stats = nets.build_onnx_net(spec)
+    data = _canonical_bytes(model)
+    shapes = {"input": list(spec.input_shape)}
+    return Workload(
+        name=spec.name,
+        kind="network",
+        source=f"builtin:{spec.name}",
+        input_shapes=shapes,
+        graph_hash=graph_hash(data, shapes),
+        model_bytes=data,
+        flops=2 * stats.macs,
+    )
+
+
 def load_workload(spec: str, shape_items: list[str] | None = None) -> Workload:
-    """A built-in name (`conv:C12`, `dwconv:D1`) or a path to an `.onnx` file."""
+    """A built-in name (`resnet18`, `conv:C12`, `dwconv:D1`) or a path to an `.onnx` file."""
     overrides = parse_shapes(shape_items)
+    net = nets.NETS.get(spec.lower())
+    if net is not None:
+        if overrides:
+            raise UserError(f"--shape does not apply to the built-in network {net.name}")
+        return load_network(net)
     op = builtin.lookup(spec)
     if op is not None:
         if overrides:
@@ -190,7 +210,7 @@ def load_workload(spec: str, shape_items: list[str] | None = None) -> Workload:
             raise UserError(f"{spec}: .tflite models are not supported yet; convert it to .onnx")
         return _load_onnx_file(path, overrides)
     if ":" in spec or "/" not in spec:
-        names = ", ".join(list(builtin.OPS)[:3]) + ", ..."
+        names = ", ".join([*nets.NETS, *list(builtin.OPS)[:2]]) + ", ..."
         raise UserError(
             f"unknown workload {spec!r}: use a built-in ({names}; see `tvmtui zoo list`) "
             "or a path to an .onnx file"

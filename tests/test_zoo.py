@@ -1,0 +1,80 @@
+"""The TVM paper's five networks, generated in code: figures, validity, TVM vs ONNX Runtime."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from tvmtui.workloads import load_workload
+from tvmtui.workloads.nets import NETS, build_onnx_net
+
+
+def test_published_figures():
+    _, resnet = build_onnx_net(NETS["resnet18"])
+    _, mobilenet = build_onnx_net(NETS["mobilenet"])
+    _, dqn = build_onnx_net(NETS["dqn"])
+    assert abs(resnet.macs / 1.814e9 - 1) < 0.01  # ResNet-18: 1.8 GMACs
+    assert abs(mobilenet.macs / 569e6 - 1) < 0.01  # MobileNet v1 1.0-224: 569 MMACs
+    assert abs(dqn.params / 1.69e6 - 1) < 0.01  # Nature DQN: 1.69 M parameters
+
+
+@pytest.mark.parametrize("name", list(NETS))
+def test_network_is_valid_onnx_and_tvm_matches_onnxruntime(name):
+    import onnxruntime as ort
+    import tvm
+    from tvm import relax
+
+    from tvmtui.tuning.tvm_env import onnx_to_relax
+
+    workload = load_workload(name)
+    model = onnx.load_from_string(workload.model_bytes)
+    onnx.checker.check_model(model, full_check=True)
+    assert load_workload(name).graph_hash == workload.graph_hash  # seeded: same bytes
+    shape = workload.input_shapes["input"]
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    expected = ort.InferenceSession(
+        workload.model_bytes, providers=["CPUExecutionProvider"]
+    ).run(None, {"input": x})[0]
+    mod = onnx_to_relax(workload.model_bytes, workload.input_shapes)
+    vm = relax.VirtualMachine(relax.build(mod, target=tvm.target.Target({"kind": "llvm"})), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x)).numpy()
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_zoo_cli(cli, tmp_path):
+    listed = json.loads(cli.run("zoo", "list", "--json").stdout)
+    names = [row["name"] for row in listed]
+    assert names[:5] == ["resnet18", "mobilenet", "lstm", "dqn", "dcgan"]
+    assert "conv:C12" in names and "dwconv:D9" in names
+    assert all({"name", "kind", "flops", "params"} <= row.keys() for row in listed)
+    card = json.loads(cli.run("zoo", "show", "dqn", "--json").stdout)
+    assert card["tasks"] >= 4 and card["params"] == next(r for r in listed if r["name"] == "dqn")["params"]
+    exported = json.loads(cli.run("zoo", "export", "dcgan", str(tmp_path), "--json").stdout)
+    assert onnx.load(exported["onnx"]).graph.node
+    bad = cli.run("zoo", "show", "resnet50")
+    assert bad.returncode == 2 and "unknown workload" in bad.stderr
+
+
+def test_tune_dqn_end_to_end_and_the_library_matches_onnxruntime(cli, tmp_path):
+    import onnxruntime as ort
+
+    from tests.test_tuning import _run_module
+
+    result = cli.run("tune", "dqn", "--trials", "32", "--session", "dqn", "--json")
+    assert result.returncode == 0, result.stderr
+    events = cli.json_lines(result.stdout)
+    assert len([e for e in events if e["event"] == "trial"]) == 32
+    assert events[-1]["state"] == "finished" and events[-1]["best_ms"] > 0
+    exported = cli.run("export", "dqn", str(tmp_path / "dqn.so"))
+    assert exported.returncode == 0, exported.stderr
+    workload = load_workload("dqn")
+    x = np.random.default_rng(2).standard_normal((1, 4, 84, 84)).astype(np.float32)
+    expected = ort.InferenceSession(
+        workload.model_bytes, providers=["CPUExecutionProvider"]
+    ).run(None, {"input": x})[0]
+    np.testing.assert_allclose(_run_module(str(tmp_path / "dqn.so"), x), expected,
+                               atol=1e-4, rtol=1e-4)
