@@ -490,13 +490,13 @@ def cmd_zoo(args) -> int:
 def _zoo_show(row: dict, as_json: bool) -> int:
     """The workload card, with the number of MetaSchedule tasks for this CPU."""
     from tvmtui.devices.local import local_cpu_target
-    from tvmtui.tuning.tvm_env import extract_tasks, import_tvm, onnx_to_relax
+    from tvmtui.tuning.tvm_env import extract_tasks, import_tvm, model_to_relax
     from tvmtui.workloads import load_workload
 
     workload = load_workload(row["name"])
     target = local_cpu_target()
     tvm = import_tvm(target)
-    mod = onnx_to_relax(workload.model_bytes, workload.input_shapes)
+    mod = model_to_relax(workload.format, workload.model_bytes, workload.input_shapes)
     tasks = extract_tasks(mod, tvm.target.Target(target))
     card = dict(row, graph_hash=workload.graph_hash, tasks=len(tasks),
                 task_names=[t.task_name for t in tasks])
@@ -517,14 +517,22 @@ def _zoo_show(row: dict, as_json: bool) -> int:
 def _zoo_export(row: dict, out: Path, as_json: bool) -> int:
     from tvmtui.workloads import load_workload
 
+    from tvmtui.workloads import nets
+
     workload = load_workload(row["name"])
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{workload.name.replace(':', '_')}.onnx"
+    stem = workload.name.replace(":", "_")
+    path = out / f"{stem}.onnx"
     path.write_bytes(workload.model_bytes)
+    written = {"name": workload.name, "onnx": str(path), "graph_hash": workload.graph_hash}
+    if workload.name in nets.NETS:
+        tfl = out / f"{stem}.tflite"
+        tfl.write_bytes(nets.network_files(nets.NETS[workload.name])[1].read_bytes())
+        written["tflite"] = str(tfl)
     if as_json:
-        _print_json({"name": workload.name, "onnx": str(path), "graph_hash": workload.graph_hash})
+        _print_json(written)
     else:
-        print(f"wrote {path} (the .tflite twin arrives with the TFLite writer)")
+        print("wrote " + " and ".join(str(v) for k, v in written.items() if k in ("onnx", "tflite")))
     return 0
 
 
@@ -548,7 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "workload",
         help="built-in (resnet18, mobilenet, lstm, dqn, dcgan, conv:C1..C12, dwconv:D1..D9) "
-        "or a .onnx file",
+        "or a .onnx / .tflite file",
     )
     p.add_argument("--trials", type=int, default=64, help="trial budget (default 64)")
     p.add_argument("--session", help="session name (default: workload and time)")

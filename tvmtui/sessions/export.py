@@ -30,13 +30,18 @@ def export_session(session: st.Session, out: Path) -> dict:
             f"session {session.name!r} has no tuning records yet; tune it before exporting"
         )
 
-    from tvmtui.tuning.tvm_env import import_tvm, onnx_to_relax
+    from tvmtui.tuning.tvm_env import import_tvm, model_to_relax
 
     tvm = import_tvm(meta["target"])
     from tvm.s_tir import meta_schedule as ms
 
     target = tvm.target.Target(meta["target"])
-    mod = onnx_to_relax(session.file(st.MODEL_FILE).read_bytes(), meta["workload"]["input_shapes"])
+    workload = meta["workload"]
+    mod = model_to_relax(
+        workload.get("format", "onnx"),
+        session.file(st.model_file(workload)).read_bytes(),
+        workload["input_shapes"],
+    )
     database = ms.database.JSONDatabase(
         path_workload=str(session.file(st.WORKLOAD_DB)),
         path_tuning_record=str(session.file(st.RECORD_DB)),

@@ -38,7 +38,7 @@ def create_session(
             "versions": versions(),
         },
     )
-    session.file(st.MODEL_FILE).write_bytes(workload.model_bytes)
+    session.file(st.model_file(workload.meta())).write_bytes(workload.model_bytes)
     return session
 
 

@@ -22,7 +22,13 @@ from tvmtui.errors import UserError
 
 DB_FILE = "session.sqlite"
 LOCK_FILE = "worker.lock"
-MODEL_FILE = "model.onnx"
+MODEL_FILES = {"onnx": "model.onnx", "tflite": "model.tflite"}
+
+
+def model_file(workload_meta: dict) -> str:
+    """The session's copy of its model: `model.onnx` or `model.tflite`."""
+    return MODEL_FILES[workload_meta.get("format", "onnx")]
+
 WORKLOAD_DB = "database_workload.json"
 RECORD_DB = "database_tuning_record.json"
 COST_MODEL_FILE = "cost_model.json"

@@ -452,7 +452,7 @@ class LaunchScreen(Screen):
             with Vertical(id="launch-right"):
                 yield Label("Device")
                 yield OptionList(id="devices")
-                yield Label("Or a model file (.onnx)")
+                yield Label("Or a model file (.onnx, .tflite)")
                 yield Input(placeholder="path/to/model.onnx", id="model-path", compact=True)
                 yield Input(placeholder="shapes: x=1x3x224x224", id="shapes", compact=True)
                 with Horizontal(classes="row"):

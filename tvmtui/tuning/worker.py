@@ -114,7 +114,7 @@ class Tuner:
 
     # ---- set-up ---------------------------------------------------------------------
     def prepare(self):
-        from tvmtui.tuning.tvm_env import extract_tasks, import_tvm, onnx_to_relax
+        from tvmtui.tuning.tvm_env import extract_tasks, import_tvm, model_to_relax
 
         target_dict = self.meta["target"]
         tvm = import_tvm(target_dict)
@@ -122,8 +122,9 @@ class Tuner:
 
         self.tvm = tvm
         self.target = tvm.target.Target(target_dict)
-        model_bytes = self.session.file(st.MODEL_FILE).read_bytes()
-        mod = onnx_to_relax(model_bytes, self.meta["workload"]["input_shapes"])
+        workload = self.meta["workload"]
+        model_bytes = self.session.file(st.model_file(workload)).read_bytes()
+        mod = model_to_relax(workload.get("format", "onnx"), model_bytes, workload["input_shapes"])
         extracted = extract_tasks(mod, self.target)
         if not extracted:
             raise RuntimeError("the model has no operators MetaSchedule can tune")

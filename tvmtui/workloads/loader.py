@@ -17,12 +17,13 @@ class Workload:
     """A model ready to tune: static input shapes, canonical bytes and the hash over both."""
 
     name: str
-    kind: str  # "conv2d", "depthwise_conv2d" or "onnx"
+    kind: str  # "network", "conv2d", "depthwise_conv2d", "onnx" or "tflite"
     source: str  # "builtin:conv:C12" or the absolute path of the user's file
     input_shapes: dict[str, list[int]]
     graph_hash: str
     model_bytes: bytes = field(repr=False)
     flops: int | None = None
+    format: str = "onnx"  # the model file's format: "onnx" or "tflite"
 
     def meta(self) -> dict:
         """What a session stores about its workload."""
@@ -33,6 +34,7 @@ class Workload:
             "input_shapes": self.input_shapes,
             "graph_hash": self.graph_hash,
             "flops": self.flops,
+            "format": self.format,
         }
 
 
@@ -157,6 +159,75 @@ def _load_onnx_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
     )
 
 
+def _tflite_op_names(model, subgraph) -> list[str]:
+    from tflite.BuiltinOperator import BuiltinOperator
+
+    names = {v: k for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
+    out = []
+    for i in range(subgraph.OperatorsLength()):
+        code = model.OperatorCodes(subgraph.Operators(i).OpcodeIndex())
+        value = max(code.DeprecatedBuiltinCode(), code.BuiltinCode())
+        out.append(names.get(value, f"BUILTIN_{value}") if value != 32 else "CUSTOM")
+    return out
+
+
+def _load_tflite_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
+    """A `.tflite` flatbuffer: check it parses, its operators import, its shapes are static."""
+    data = path.read_bytes()
+    try:
+        import tflite
+    except ImportError:
+        raise UserError("reading .tflite needs the `tflite` package: pip install tflite") from None
+    try:
+        if len(data) < 8 or data[4:8] != b"TFL3":
+            raise ValueError("no TFL3 file identifier")
+        model = tflite.Model.GetRootAsModel(data, 0)
+        subgraph = model.Subgraphs(0)
+        ops = _tflite_op_names(model, subgraph)
+        inputs = []
+        for idx in subgraph.InputsAsNumpy():
+            tensor = subgraph.Tensors(int(idx))
+            sig = tensor.ShapeSignatureAsNumpy() if tensor.ShapeSignatureLength() else None
+            shape = [int(d) for d in (sig if sig is not None else tensor.ShapeAsNumpy())]
+            inputs.append((tensor.Name().decode(), shape))
+    except Exception as exc:  # noqa: BLE001 - any parse failure of untrusted bytes
+        raise UserError(
+            f"{path} is not a readable TFLite model ({type(exc).__name__}: {exc}); "
+            "is it truncated? check the file"
+        ) from None
+    from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
+
+    supported = OperatorConverter(model, subgraph, None, None).convert_map
+    missing = [f"{op} (operator #{i})" for i, op in enumerate(ops) if op not in supported]
+    if missing:
+        raise UserError(
+            f"{path} uses operators TVM's TFLite frontend cannot import: {', '.join(missing[:5])}"
+        )
+    known = {name for name, _ in inputs}
+    for name in overrides:
+        if name not in known:
+            raise UserError(f"--shape names input {name!r}, but {path} has inputs: {', '.join(sorted(known))}")
+    shapes = {}
+    for name, shape in inputs:
+        shape = overrides.get(name, shape)
+        if any(d <= 0 for d in shape):
+            shown = "x".join(str(d) if d > 0 else "?" for d in shape)
+            raise UserError(
+                f"input {name!r} of {path} has a dynamic dimension ({shown}); pin it with "
+                f"--shape {name}=" + "x".join(str(d) if d > 0 else "1" for d in shape)
+            )
+        shapes[name] = shape
+    return Workload(
+        name=path.stem,
+        kind="tflite",
+        source=str(path.resolve()),
+        input_shapes=shapes,
+        graph_hash=graph_hash(data, shapes),
+        model_bytes=data,
+        format="tflite",
+    )
+
+
 def load_builtin(spec: builtin.OpSpec) -> Workload:
     model = builtin.build_onnx(spec)
     data = _canonical_bytes(model)
@@ -173,8 +244,9 @@ def load_builtin(spec: builtin.OpSpec) -> Workload:
 
 
 def load_network(spec: nets.NetSpec) -> Workload:
-    model, stats = nets.build_onnx_net(spec)
-    data = _canonical_bytes(model)
+    onnx_path, _ = nets.network_files(spec)
+    data = onnx_path.read_bytes()
+    stats = nets.count(spec)
     shapes = {"input": list(spec.input_shape)}
     return Workload(
         name=spec.name,
@@ -201,13 +273,13 @@ def load_workload(spec: str, shape_items: list[str] | None = None) -> Workload:
             raise UserError(f"--shape does not apply to the built-in workload {op.name}")
         return load_builtin(op)
     path = Path(spec)
-    if path.suffix.lower() == ".onnx" or path.exists():
+    if path.suffix.lower() in (".onnx", ".tflite") or path.exists():
         if not path.exists():
             raise UserError(f"model file not found: {spec}")
         if path.is_dir():
             raise UserError(f"{spec} is a directory, not a model file")
         if path.suffix.lower() == ".tflite":
-            raise UserError(f"{spec}: .tflite models are not supported yet; convert it to .onnx")
+            return _load_tflite_file(path, overrides)
         return _load_onnx_file(path, overrides)
     if ":" in spec or "/" not in spec:
         names = ", ".join([*nets.NETS, *list(builtin.OPS)[:2]]) + ", ..."
