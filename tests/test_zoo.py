@@ -71,13 +71,17 @@ def test_tune_dqn_end_to_end_and_the_library_matches_onnxruntime(cli, tmp_path):
     assert events[-1]["state"] == "finished" and events[-1]["best_ms"] > 0
     exported = cli.run("export", "dqn", str(tmp_path / "dqn.so"))
     assert exported.returncode == 0, exported.stderr
+    from tvmtui.workloads.nets import network_files
+
     workload = load_workload("dqn")
     x = np.random.default_rng(2).standard_normal((1, 4, 84, 84)).astype(np.float32)
+    got = _run_module(str(tmp_path / "dqn.so"), x)
     expected = ort.InferenceSession(
         workload.model_bytes, providers=["CPUExecutionProvider"]
     ).run(None, {"input": x})[0]
-    np.testing.assert_allclose(_run_module(str(tmp_path / "dqn.so"), x), expected,
-                               atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(got, expected, atol=1e-4, rtol=1e-4)
+    lite = _litert(network_files(NETS["dqn"])[1].read_bytes(), _nhwc(x))
+    np.testing.assert_allclose(got, lite, atol=1e-4, rtol=1e-4)
 
 
 def _litert(model: bytes, x: np.ndarray) -> np.ndarray:
@@ -159,5 +163,5 @@ def test_bad_tflite_files_are_one_line_errors(cli, tmp_path):
     unsupported.write_bytes(net.finish(odd))
     result = cli.run("tune", str(unsupported))
     assert result.returncode == 2
-    assert "cannot import: LSH_PROJECTION (operator #0)" in result.stderr
+    assert "cannot import: LSH_PROJECTION (operator #0 -> tensor lsh_projection_1)" in result.stderr
     assert not cli.root.exists() or not any(cli.root.iterdir())

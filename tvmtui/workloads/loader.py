@@ -159,15 +159,18 @@ def _load_onnx_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
     )
 
 
-def _tflite_op_names(model, subgraph) -> list[str]:
+def _tflite_ops(model, subgraph) -> list[tuple[str, str]]:
+    """(operator name, name of the tensor it produces) for every operator, in order."""
     from tflite.BuiltinOperator import BuiltinOperator
 
     names = {v: k for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
     out = []
     for i in range(subgraph.OperatorsLength()):
-        code = model.OperatorCodes(subgraph.Operators(i).OpcodeIndex())
+        op = subgraph.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
         value = max(code.DeprecatedBuiltinCode(), code.BuiltinCode())
-        out.append(names.get(value, f"BUILTIN_{value}") if value != 32 else "CUSTOM")
+        produced = subgraph.Tensors(int(op.Outputs(0))).Name().decode() if op.OutputsLength() else "?"
+        out.append((names.get(value, f"BUILTIN_{value}"), produced))
     return out
 
 
@@ -183,7 +186,7 @@ def _load_tflite_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
             raise ValueError("no TFL3 file identifier")
         model = tflite.Model.GetRootAsModel(data, 0)
         subgraph = model.Subgraphs(0)
-        ops = _tflite_op_names(model, subgraph)
+        ops = _tflite_ops(model, subgraph)
         inputs = []
         for idx in subgraph.InputsAsNumpy():
             tensor = subgraph.Tensors(int(idx))
@@ -198,7 +201,11 @@ def _load_tflite_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
     from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
 
     supported = OperatorConverter(model, subgraph, None, None).convert_map
-    missing = [f"{op} (operator #{i})" for i, op in enumerate(ops) if op not in supported]
+    missing = [
+        f"{op} (operator #{i} -> tensor {produced})"
+        for i, (op, produced) in enumerate(ops)
+        if op not in supported
+    ]
     if missing:
         raise UserError(
             f"{path} uses operators TVM's TFLite frontend cannot import: {', '.join(missing[:5])}"
