@@ -502,9 +502,9 @@ class LaunchScreen(Screen):
 
     @work(thread=True, exclusive=True, group="card")
     def network_card(self, name: str) -> None:
-        """A network's card needs its graph built (a fraction of a second): off the UI."""
+        """A network's card may need its files generated first (about a second): off the UI."""
         spec = nets.NETS[name]
-        _, stats = nets.build_onnx_net(spec)
+        stats = nets.count(spec)
         card = (
             f"{name}: {spec.description}\ninput {'x'.join(map(str, spec.input_shape))}, "
             f"{2 * stats.macs / 1e6:.1f} MFLOP, {stats.params:,} weights, "

@@ -69,49 +69,64 @@ def _canonical_bytes(model) -> bytes:
     return model.SerializeToString(deterministic=True)
 
 
-def _pin_shapes(model, overrides: dict[str, list[int]], path: str) -> dict[str, list[int]]:
-    """Write the shape overrides into the graph inputs; refuse any dimension left dynamic."""
-    init_names = {init.name for init in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in init_names]
-    known = {i.name for i in inputs}
+def resolve_shapes(
+    declared: list[tuple[str, list[int]]], overrides: dict[str, list[int]], path
+) -> dict[str, list[int]]:
+    """Apply `--shape` overrides to a model's declared input shapes (a dimension <= 0 is
+    dynamic); refuse unknown names, wrong ranks and any dimension left dynamic."""
+    known = {name for name, _ in declared}
     for name in overrides:
         if name not in known:
             raise UserError(
                 f"--shape names input {name!r}, but {path} has inputs: {', '.join(sorted(known))}"
             )
     shapes: dict[str, list[int]] = {}
-    for inp in inputs:
-        tensor_type = inp.type.tensor_type
-        dims = tensor_type.shape.dim
-        if inp.name in overrides:
-            new = overrides[inp.name]
-            if len(new) != len(dims):
-                raise UserError(
-                    f"--shape {inp.name} has {len(new)} dimensions, the model's input has {len(dims)}"
-                )
-            for dim, value in zip(dims, new):
-                dim.ClearField("dim_param")
-                dim.dim_value = value
-        concrete = []
-        for dim in dims:
-            if dim.HasField("dim_value") and dim.dim_value > 0:
-                concrete.append(int(dim.dim_value))
-            else:
-                shown = "x".join(
-                    str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else "?"
-                    for d in dims
-                )
-                raise UserError(
-                    f"input {inp.name!r} of {path} has a dynamic dimension ({shown}); "
-                    f"pin it with --shape {inp.name}=" + "x".join(
-                        str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else "1"
-                        for d in dims
-                    )
-                )
-        shapes[inp.name] = concrete
+    for name, dims in declared:
+        new = overrides.get(name)
+        if new is not None and len(new) != len(dims):
+            raise UserError(
+                f"--shape {name} has {len(new)} dimensions, the model's input has {len(dims)}"
+            )
+        dims = list(new) if new is not None else list(dims)
+        if any(d <= 0 for d in dims):
+            shown = "x".join(str(d) if d > 0 else "?" for d in dims)
+            raise UserError(
+                f"input {name!r} of {path} has a dynamic dimension ({shown}); pin it with "
+                f"--shape {name}=" + "x".join(str(d) if d > 0 else "1" for d in dims)
+            )
+        shapes[name] = dims
     if not shapes:
         raise UserError(f"{path} has no inputs to feed: nothing to tune")
     return shapes
+
+
+def _pin_shapes(model, overrides: dict[str, list[int]], path: str) -> dict[str, list[int]]:
+    """Resolve the ONNX graph's input shapes and write them into the graph."""
+    init_names = {init.name for init in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in init_names]
+    declared = [
+        (i.name, [int(d.dim_value) if d.HasField("dim_value") else 0
+                  for d in i.type.tensor_type.shape.dim])
+        for i in inputs
+    ]
+    shapes = resolve_shapes(declared, overrides, path)
+    for inp in inputs:
+        for dim, value in zip(inp.type.tensor_type.shape.dim, shapes[inp.name]):
+            dim.ClearField("dim_param")
+            dim.dim_value = value
+    return shapes
+
+
+def _file_workload(path: Path, fmt: str, data: bytes, shapes: dict[str, list[int]]) -> Workload:
+    return Workload(
+        name=path.stem,
+        kind=fmt,
+        source=str(path.resolve()),
+        input_shapes=shapes,
+        graph_hash=graph_hash(data, shapes),
+        model_bytes=data,
+        format=fmt,
+    )
 
 
 def unsupported_onnx_ops(model) -> list[str]:
@@ -148,15 +163,7 @@ def _load_onnx_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
         raise UserError(
             f"{path} uses operators TVM's ONNX frontend cannot import: {', '.join(missing)}"
         )
-    data = _canonical_bytes(model)
-    return Workload(
-        name=path.stem,
-        kind="onnx",
-        source=str(path.resolve()),
-        input_shapes=shapes,
-        graph_hash=graph_hash(data, shapes),
-        model_bytes=data,
-    )
+    return _file_workload(path, "onnx", _canonical_bytes(model), shapes)
 
 
 def _tflite_ops(model, subgraph) -> list[tuple[str, str]]:
@@ -210,29 +217,7 @@ def _load_tflite_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
         raise UserError(
             f"{path} uses operators TVM's TFLite frontend cannot import: {', '.join(missing[:5])}"
         )
-    known = {name for name, _ in inputs}
-    for name in overrides:
-        if name not in known:
-            raise UserError(f"--shape names input {name!r}, but {path} has inputs: {', '.join(sorted(known))}")
-    shapes = {}
-    for name, shape in inputs:
-        shape = overrides.get(name, shape)
-        if any(d <= 0 for d in shape):
-            shown = "x".join(str(d) if d > 0 else "?" for d in shape)
-            raise UserError(
-                f"input {name!r} of {path} has a dynamic dimension ({shown}); pin it with "
-                f"--shape {name}=" + "x".join(str(d) if d > 0 else "1" for d in shape)
-            )
-        shapes[name] = shape
-    return Workload(
-        name=path.stem,
-        kind="tflite",
-        source=str(path.resolve()),
-        input_shapes=shapes,
-        graph_hash=graph_hash(data, shapes),
-        model_bytes=data,
-        format="tflite",
-    )
+    return _file_workload(path, "tflite", data, resolve_shapes(inputs, overrides, path))
 
 
 def load_builtin(spec: builtin.OpSpec) -> Workload:

@@ -10,9 +10,10 @@ and parameters, which the workload cards report.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -337,20 +338,28 @@ def _generator_key() -> str:
     return h.hexdigest()[:16]
 
 
-def network_files(spec: NetSpec) -> tuple[Path, Path]:
-    """The network's `.onnx` and `.tflite`, generated once per generator version."""
+def _cached(spec: NetSpec) -> tuple[Path, Path, Path]:
+    """The network's `.onnx`, `.tflite` and stats `.json`, generated once per generator
+    version (the JSON is written last, so its presence means all three are complete)."""
     folder = cache_dir() / _generator_key()
-    onnx_path, tflite_path = folder / f"{spec.name}.onnx", folder / f"{spec.name}.tflite"
-    if not (onnx_path.exists() and tflite_path.exists()):
+    paths = tuple(folder / f"{spec.name}.{ext}" for ext in ("onnx", "tflite", "json"))
+    if not paths[2].exists():
         folder.mkdir(parents=True, exist_ok=True)
-        model, _ = build_onnx_net(spec)
+        model, stats = build_onnx_net(spec)
         for path, data in (
-            (onnx_path, model.SerializeToString(deterministic=True)),
-            (tflite_path, build_tflite_net(spec)[0]),
+            (paths[0], model.SerializeToString(deterministic=True)),
+            (paths[1], build_tflite_net(spec)[0]),
+            (paths[2], json.dumps(asdict(stats)).encode()),
         ):
             tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
             tmp.write_bytes(data)
             os.replace(tmp, path)
+    return paths
+
+
+def network_files(spec: NetSpec) -> tuple[Path, Path]:
+    """The network's generated `.onnx` and `.tflite` files (cached)."""
+    onnx_path, tflite_path, _ = _cached(spec)
     return onnx_path, tflite_path
 
 
@@ -364,8 +373,8 @@ def build_tflite_net(spec: NetSpec) -> tuple[bytes, NetStats]:
 
 
 def count(spec: NetSpec) -> NetStats:
-    """Multiply-adds, parameters and layers, by running the definition without a writer."""
-    return build_onnx_net(spec)[1]
+    """Multiply-adds, parameters and layers (from the cache; generated with the files)."""
+    return NetStats(**json.loads(_cached(spec)[2].read_text()))
 
 
 def build_onnx_net(spec: NetSpec):
