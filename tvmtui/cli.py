@@ -382,6 +382,76 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    import os
+
+    from tvmtui.devices.local import cpu_count
+
+    threads = args.threads or cpu_count()
+    if threads < 1 or args.frames < 1 or args.repeats < 1:
+        raise UserError("--threads, --frames and --repeats must be at least 1")
+    if not args.tolerance > 0:
+        raise UserError(f"--tolerance must be positive (got {args.tolerance})")
+    # TVM's runtime reads this when its thread pool starts; the runners also set it.
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    from tvmtui.baselines import frames as fr
+    from tvmtui.baselines.bench import BenchRequest, parse_baselines, run_bench
+    from tvmtui.baselines.resolve import resolve, save_report
+
+    names = parse_baselines(args.baselines)
+    found = resolve(_root(args), args.target, args.shape)
+    model = found.model
+    frames = (fr.folder_frames(model, Path(args.inputs), args.frames) if args.inputs
+              else fr.seeded_frames(model, args.frames, args.seed))
+    notes = [found.note] if found.note else []
+    if found.session is not None and found.session.worker_alive():
+        notes.append("the session is still tuning: timings share the CPU with its measurements")
+    if not args.json:
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        print(f"benchmarking {model.name}: {', '.join(names)} with {threads} thread(s), "
+              f"parity on {len(frames)} frame(s) ...", file=sys.stderr)
+    report = run_bench(BenchRequest(
+        model=model, target=found.target, baselines=names, frames=frames,
+        tolerance=args.tolerance, threads=threads, warmup=args.warmup, repeats=args.repeats,
+        max_seconds=args.max_seconds, session=found.session, tuned_reason=found.tuned_reason,
+        options={"armnn_delegate": args.armnn_delegate}, graph_hash=found.graph_hash,
+    ))
+    report.notes = notes
+    if found.session is not None and found.writable and not args.no_save:
+        save_report(found.session, report)
+    if args.json:
+        _print_json(report.to_json())
+    else:
+        _print_bench(report)
+    return 0
+
+
+def _print_bench(report) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{report.workload} · {report.threads} thread(s) · parity vs "
+                        f"{report.reference or '-'} on {report.frames} frame(s), tol {report.tolerance:g}")
+    for col in ("baseline", "median ms", "IQR ms", "runs", "speedup", "parity", "runtime"):
+        table.add_column(col, justify="right" if "ms" in col or col in ("runs", "speedup") else "left")
+    missing = []
+    for row in report.baselines:
+        if not row.available:
+            table.add_row(row.name, "-", "-", "-", "-", "-", "[dim]not available (below)[/]")
+            missing.append(f"{row.name}: {row.reason}")
+            continue
+        table.add_row(row.name, fmt.ms(row.median_ms), fmt.ms(row.iqr_ms), str(row.runs),
+                      fmt.speedup_cell(row), fmt.parity_cell(row.parity), row.detail or "")
+    console = Console()
+    console.print(table)
+    for line in missing:
+        console.print(f"  {line}", style="dim", highlight=False)
+    if report.session:
+        print(f"tuned build: session {report.session} ({report.tuned_trials} trials); "
+              f"bench took {report.seconds:.0f} s")
+
+
 def cmd_sessions(args) -> int:
     root = _root(args)
     if args.action == "list":
@@ -611,6 +681,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("out", help="a .so path, or a directory for model.so + model.json")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "bench", parents=[common],
+        help="time baselines beside tuned TVM, with a parity check before any speedup",
+    )
+    p.add_argument("target", help="a session, a built-in workload or a .onnx / .tflite file")
+    p.add_argument(
+        "--baselines",
+        help="comma list of tflite,acl,onnxruntime,openvino,tvm-untuned (default: all); "
+        "tvm-tuned is always added when a tuned session exists",
+    )
+    p.add_argument("--frames", type=int, default=100, help="parity frames (default 100)")
+    p.add_argument("--repeats", type=int, default=100, help="timed runs per baseline (default 100)")
+    p.add_argument("--warmup", type=int, default=10, help="untimed runs first (default 10)")
+    p.add_argument("--threads", type=int, help="threads for every runtime (default: all cores)")
+    p.add_argument("--tolerance", type=float, default=1e-4, help="parity tolerance (default 1e-4)")
+    p.add_argument("--inputs", help="folder of .npy (or .npz) input frames instead of seeded ones")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random frames")
+    p.add_argument(
+        "--max-seconds", type=float, default=10.0,
+        help="cap on timed seconds per baseline; slow ones get fewer runs (at least 5)",
+    )
+    p.add_argument("--armnn-delegate", help="path of libarmnnDelegate.so (acl baseline)")
+    p.add_argument("--shape", action="append", help="pin an input shape: NAME=1x3x224x224")
+    p.add_argument("--no-save", action="store_true", help="do not store results in the session")
+    p.add_argument("--json", action="store_true", help="one JSON object with `baselines`")
+    p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("sessions", parents=[common], help="list, show or remove sessions")
     p.add_argument("action", choices=["list", "show", "rm"])

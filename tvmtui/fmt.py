@@ -37,7 +37,32 @@ def session_cells(summary) -> tuple[str, ...]:
         describe_target(summary.target),
         f"{summary.trials}/{summary.budget}",
         ms(summary.best_ms),
-        "-",  # filled once baselines exist (`tvmtui bench`)
+        session_speedup(summary.speedup),
         summary.status,
         time.strftime("%m-%d %H:%M", time.localtime(summary.updated)),
     )
+
+
+def speedup_cell(row) -> str:
+    """A baseline row's speedup: `2.31x`, `FAILED parity` (never a number), or `-`."""
+    if row.parity is not None and not row.parity.passed:
+        return "FAILED parity"
+    if row.speedup is None:
+        return "-"
+    return f"{row.speedup:.2f}x"
+
+
+def parity_cell(parity) -> str:
+    if parity is None:
+        return "-"
+    if parity.error:
+        return f"FAIL: {parity.error}"
+    mark = "ok" if parity.passed else "FAIL"
+    return f"{mark} {parity.max_rel_err:.1e}"
+
+
+def session_speedup(bench: dict | None) -> str:
+    """Sessions list: tuned TVM against the fastest baseline that passed parity."""
+    if not bench or bench.get("speedup") is None:
+        return "-"
+    return f"{bench['speedup']:.2f}x {bench['vs']}"

@@ -108,6 +108,7 @@ class SessionSummary:
     created: float
     error: str | None = None
     bundled: bool = False  # the read-only demo shipped in assets/
+    speedup: dict | None = None  # the last `tvmtui bench` summary: vs, speedup, tvm_ms
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -346,6 +347,7 @@ class Session:
             created=float(meta.get("created", 0.0)),
             error=meta.get("error"),
             bundled=bundled,
+            speedup=meta.get("bench"),
         )
 
     # ---- helpers ---------------------------------------------------------------------

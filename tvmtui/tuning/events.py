@@ -16,6 +16,7 @@ TASK_BEST = "task_best"
 ROUND_DONE = "round_done"
 STATE = "state"
 NOTICE = "notice"  # a warning the user should see (e.g. a repaired database)
+BENCH = "bench"  # a `tvmtui bench` report (written by the bench process, not the worker)
 
 EVENT_NAMES = (
     SESSION_STARTED,
@@ -26,6 +27,7 @@ EVENT_NAMES = (
     ROUND_DONE,
     STATE,
     NOTICE,
+    BENCH,
 )
 
 # Values of a `state` event's `state` field.

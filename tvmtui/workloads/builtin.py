@@ -123,13 +123,27 @@ def seeded_rng(name: str) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(name.encode()))
 
 
+def seeded_weight(spec: OpSpec) -> np.ndarray:
+    """The operator's seeded, He-scaled OIHW weight (the same for every file format)."""
+    rng = seeded_rng(spec.name)
+    fan_in = spec.weight_shape[1] * spec.kernel**2
+    return (rng.standard_normal(spec.weight_shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+
+
+def build_tflite(spec: OpSpec) -> bytes:
+    """The same operator and weight as a TFLite flatbuffer (NHWC), for the TFLite baseline."""
+    from tvmtui.workloads.tflite_writer import TfliteNet
+
+    net = TfliteNet(spec.name, spec.input_shape)
+    out = net.conv("input", seeded_weight(spec), None, spec.stride, spec.pad, spec.groups)
+    return net.finish(out)
+
+
 def build_onnx(spec: OpSpec):
     """The operator as an ONNX model with seeded, He-scaled weights."""
     from onnx import TensorProto, helper, numpy_helper
 
-    rng = seeded_rng(spec.name)
-    fan_in = spec.weight_shape[1] * spec.kernel**2
-    weight = (rng.standard_normal(spec.weight_shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+    weight = seeded_weight(spec)
     p = spec.pad
     node = helper.make_node(
         "Conv",

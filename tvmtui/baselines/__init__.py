@@ -1,0 +1,1 @@
+"""Baselines beside tuned TVM: the runtimes, timing, the parity gate and the speedup."""

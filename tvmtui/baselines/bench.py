@@ -1,0 +1,340 @@
+"""Run the baselines beside tuned TVM: time them the same way, gate every speedup on parity.
+
+Timing protocol (the same for every runtime): each runtime lives in its own process (see
+`host`), all pinned to `threads` CPUs when fewer than all. Warm-up runs first; then the
+timed runs are split into rounds, and each round visits the runtimes in a rotated order,
+so slow drift of the machine (frequency, a neighbour's load) spreads over all of them
+instead of landing on one. The garbage collector is off while timing, and a short pause
+between blocks lets the previous runtime's spinning threads go to sleep. Median and
+inter-quartile range are reported.
+
+Parity: tuned TVM (or, without a tuned session, untuned TVM) is the reference. Each
+baseline's outputs on the same frames are compared element by element:
+`rel = |a - b| / max(|b|, 1)` (absolute for values below 1, relative above);
+the gate passes when the largest `rel` is at most the tolerance. A failed gate voids the
+speedup: it is reported as null with the error, never as a number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tvmtui.baselines import runners as rn
+from tvmtui.baselines.host import RemoteRunner, RunnerSpec, RuntimeFailed
+from tvmtui.baselines.model import BenchModel
+from tvmtui.errors import UserError
+
+TOLERANCE = 1e-4
+
+
+@dataclass
+class Parity:
+    max_abs_err: float | None
+    max_rel_err: float | None
+    frames: int
+    passed: bool
+    against: str  # the reference it was compared with
+    error: str | None = None  # why it failed, when it is not a plain tolerance miss
+
+
+@dataclass
+class BaselineResult:
+    """One row of the contract: `tvmtui bench --json` -> `baselines[]`."""
+
+    name: str
+    available: bool
+    reason: str | None = None
+    median_ms: float | None = None
+    iqr_ms: float | None = None
+    threads: int | None = None
+    speedup: float | None = None  # baseline median / tuned median; null unless parity passed
+    parity: Parity | None = None
+    runs: int = 0
+    detail: str | None = None
+    speedup_unchecked: float | None = None  # the ratio even when parity failed (not a win)
+
+
+@dataclass
+class BenchReport:
+    workload: str
+    graph_hash: str
+    target: dict
+    threads: int
+    frames: int
+    tolerance: float
+    reference: str | None
+    session: str | None
+    tuned_trials: int | None
+    baselines: list[BaselineResult]
+    notes: list[str] = field(default_factory=list)
+    created: float = field(default_factory=time.time)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def best_baseline(self) -> BaselineResult | None:
+        """The fastest baseline that passed parity (what tuned TVM has to beat)."""
+        rows = [b for b in self.baselines
+                if b.name != "tvm-tuned" and b.median_ms is not None and b.speedup is not None]
+        return min(rows, key=lambda b: b.median_ms) if rows else None
+
+    def summary(self) -> dict:
+        """What a session keeps in its metadata for listings."""
+        best = self.best_baseline()
+        tuned = next((b for b in self.baselines if b.name == "tvm-tuned" and b.available), None)
+        return {
+            "created": self.created,
+            "tvm_ms": tuned.median_ms if tuned else None,
+            "vs": best.name if best else None,
+            "speedup": best.speedup if best else None,
+            "failed": [b.name for b in self.baselines if b.parity and not b.parity.passed],
+        }
+
+
+@dataclass
+class BenchRequest:
+    model: BenchModel
+    target: dict
+    baselines: list[str]
+    frames: list[list[np.ndarray]]
+    tolerance: float = TOLERANCE
+    threads: int = 1
+    warmup: int = 10
+    repeats: int = 100
+    max_seconds: float = 10.0
+    session: object | None = None  # a `Session` whose records give tvm-tuned
+    tuned_reason: str | None = None  # why there is no tuned session
+    options: dict = field(default_factory=dict)
+    graph_hash: str = ""
+
+
+# ---- timing ---------------------------------------------------------------------------------
+def time_runners(runners: list[RemoteRunner], frame: list[np.ndarray], warmup: int,
+                 repeats: int, max_seconds: float, rounds: int = 5) -> dict[str, list[float]]:
+    """Seconds per timed run for each runner, measured in interleaved rounds. A runner
+    whose one run is slow gets fewer runs (`max_seconds` in all, never fewer than 5)."""
+    plan = {}
+    for r in runners:
+        r.prepare(frame)
+        per_run = r.warm(warmup)
+        plan[r.name] = max(5, min(repeats, int(max_seconds / max(per_run, 1e-6))))
+    samples: dict[str, list[float]] = {r.name: [] for r in runners}
+    for rnd in range(rounds):
+        order = runners[rnd % len(runners):] + runners[:rnd % len(runners)]
+        for r in order:
+            samples[r.name] += r.time(-(-plan[r.name] // rounds))
+            time.sleep(0.25)
+    return samples
+
+
+# ---- parity ---------------------------------------------------------------------------------
+def compare(ref: list[np.ndarray], got: list[np.ndarray]) -> tuple[float, float, str | None]:
+    """(max abs error, max rel error, structural problem or None) of one frame."""
+    if len(ref) != len(got):
+        return np.inf, np.inf, f"{len(got)} outputs, the reference has {len(ref)}"
+    worst_abs = worst_rel = 0.0
+    for i, (a, b) in enumerate(zip(got, ref)):
+        if a.shape != b.shape:
+            return np.inf, np.inf, f"output {i} has shape {list(a.shape)}, reference {list(b.shape)}"
+        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        if not np.all(np.isfinite(diff)):
+            return np.inf, np.inf, f"output {i} has NaN or Inf where the reference does not"
+        if diff.size:
+            worst_abs = max(worst_abs, float(diff.max()))
+            worst_rel = max(worst_rel, float((diff / np.maximum(np.abs(b), 1.0)).max()))
+    return worst_abs, worst_rel, None
+
+
+def check_parity(reference: RemoteRunner, others: list[RemoteRunner],
+                 frames: list[list[np.ndarray]], tolerance: float) -> dict[str, Parity]:
+    """Each runner against the reference on every frame."""
+    worst = {r.name: [0.0, 0.0, None] for r in others}
+    for frame in frames:
+        ref = reference.infer(frame)
+        for r in others:
+            w = worst[r.name]
+            if w[2]:
+                continue
+            try:
+                got = r.infer(frame)
+            except RuntimeFailed as exc:  # a runtime failing on a frame is a result
+                w[2] = str(exc)
+                continue
+            a, rel, problem = compare(ref, got)
+            w[0], w[1] = max(w[0], a), max(w[1], rel)
+            w[2] = problem
+    out = {}
+    for name, (a, rel, problem) in worst.items():
+        finite = problem is None
+        out[name] = Parity(
+            max_abs_err=a if finite else None,
+            max_rel_err=rel if finite else None,
+            frames=len(frames),
+            passed=finite and rel <= tolerance,
+            against=reference.name,
+            error=problem,
+        )
+    return out
+
+
+# ---- builds -----------------------------------------------------------------------------------
+def builds_dir() -> Path:
+    from tvmtui.workloads.nets import cache_dir
+
+    return cache_dir().parent / "builds"
+
+
+def _build_key(*parts) -> str:
+    from tvmtui.tuning.tvm_env import versions
+
+    h = hashlib.sha256()
+    for part in (*parts, versions().get("apache-tvm")):
+        h.update(part if isinstance(part, bytes) else json.dumps(part, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def untuned_library(model: BenchModel, target: dict) -> Path:
+    """TVM's build with no tuning records (cached by model, target and TVM version)."""
+    path = builds_dir() / f"untuned-{_build_key(model.files[model.native], target, model.input_shapes)}.so"
+    if path.exists():
+        return path
+    from tvmtui.tuning.tvm_env import import_tvm, model_to_relax
+
+    tvm = import_tvm(target)
+    from tvm import relax
+
+    mod = model_to_relax(model.native, model.files[model.native], model.input_shapes)
+    executable = relax.build(mod, target=tvm.target.Target(target))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.so")
+    executable.export_library(str(tmp))
+    os.replace(tmp, path)
+    return path
+
+
+def tuned_library(session) -> Path:
+    """The session's tuned build (cached by its records: a new record means a new build)."""
+    from tvmtui.sessions import store as st
+    from tvmtui.sessions.export import export_session
+
+    records = session.file(st.RECORD_DB)
+    data = records.read_bytes() if records.exists() else b""
+    meta = session.meta()
+    path = builds_dir() / f"tuned-{_build_key(data, meta['workload']['graph_hash'], meta['target'])}.so"
+    if not path.exists():
+        export_session(session, path)
+    return path
+
+
+# ---- the whole run ----------------------------------------------------------------------------
+def _pin(threads: int) -> None:
+    """Keep this process (and the runtimes' thread pools it starts) on `threads` CPUs."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return
+    if threads < len(cpus):
+        os.sched_setaffinity(0, cpus[:threads])
+
+
+def _spec(req: BenchRequest, name: str, trials: int | None) -> RunnerSpec:
+    """Where each runtime comes from; the TVM builds are compiled here, in the parent."""
+    common = dict(name=name, model=req.model, threads=req.threads, options=req.options)
+    if name == "tvm-tuned":
+        if req.session is None:
+            raise rn.Unavailable(req.tuned_reason or "no tuned session")
+        try:
+            lib = tuned_library(req.session)
+        except UserError as exc:
+            raise rn.Unavailable(str(exc)) from None
+        return RunnerSpec(**common, library=lib,
+                          detail=f"TVM + MetaSchedule, {trials} trials ({req.session.name})")
+    if name == "tvm-untuned":
+        return RunnerSpec(**common, library=untuned_library(req.model, req.target),
+                          detail="TVM, no tuning records")
+    return RunnerSpec(**common)
+
+
+def run_bench(req: BenchRequest) -> BenchReport:
+    start = time.time()
+    _pin(req.threads)
+    session = req.session
+    trials = int(session.meta().get("trials", 0)) if session is not None else None
+    wanted = [*req.baselines]
+    if "tvm-tuned" not in wanted:
+        wanted.append("tvm-tuned")
+    results: dict[str, BaselineResult] = {}
+    loaded: dict[str, RemoteRunner] = {}
+    try:
+        for name in wanted:
+            try:
+                runner = RemoteRunner(_spec(req, name, trials))
+            except rn.Unavailable as exc:
+                results[name] = BaselineResult(name, False, reason=str(exc))
+                continue
+            reason = runner.start()
+            if reason is not None:
+                results[name] = BaselineResult(name, False, reason=reason)
+                continue
+            loaded[name] = runner
+            results[name] = BaselineResult(name, True, threads=req.threads, detail=runner.detail)
+        reference = loaded.get("tvm-tuned") or loaded.get("tvm-untuned")
+        if reference is not None:
+            others = [r for r in loaded.values() if r is not reference]
+            for name, parity in check_parity(reference, others, req.frames, req.tolerance).items():
+                results[name].parity = parity
+            if reference.name == "tvm-tuned" and "tvm-untuned" in loaded:
+                # the tuned row's own check: the same comparison, seen from its side
+                results["tvm-tuned"].parity = results["tvm-untuned"].parity
+        samples = time_runners(list(loaded.values()), req.frames[0], req.warmup, req.repeats,
+                               req.max_seconds)
+    finally:
+        for runner in loaded.values():
+            runner.close()
+    for name, times in samples.items():
+        ms = np.asarray(times) * 1000
+        q1, med, q3 = np.percentile(ms, [25, 50, 75])
+        results[name].median_ms = float(med)
+        results[name].iqr_ms = float(q3 - q1)
+        results[name].runs = len(times)
+    tuned = results.get("tvm-tuned")
+    if tuned is not None and tuned.median_ms:
+        for row in results.values():
+            if row.name == "tvm-tuned" or row.median_ms is None:
+                continue
+            row.speedup_unchecked = row.median_ms / tuned.median_ms
+            if row.parity is not None and row.parity.passed:
+                row.speedup = row.speedup_unchecked
+    return BenchReport(
+        workload=req.model.name,
+        graph_hash=req.graph_hash,
+        target=req.target,
+        threads=req.threads,
+        frames=len(req.frames),
+        tolerance=req.tolerance,
+        reference=reference.name if reference else None,
+        session=session.name if session is not None else None,
+        tuned_trials=trials,
+        baselines=[results[n] for n in wanted],
+        seconds=round(time.time() - start, 1),
+    )
+
+
+def parse_baselines(text: str | None) -> list[str]:
+    if not text:
+        return list(rn.DEFAULT)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if n not in rn.NAMES]
+    if bad:
+        raise UserError(
+            f"unknown baseline {', '.join(bad)}: choose from {', '.join(rn.NAMES)}"
+        )
+    return names

@@ -1,0 +1,80 @@
+"""What `tvmtui bench TARGET` compares: a session (its model and tuned records), or a
+workload / model file (with the best matching session's records, when there is one)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from tvmtui.baselines.model import BenchModel, bench_model
+from tvmtui.errors import UserError
+from tvmtui.sessions import store as st
+from tvmtui.tuning import events as ev
+
+
+@dataclass
+class BenchTarget:
+    model: BenchModel
+    target: dict
+    graph_hash: str
+    session: st.Session | None
+    writable: bool  # results may be saved into the session
+    tuned_reason: str | None
+    note: str | None = None
+
+
+def _matching_session(root: Path, graph_hash: str, target: dict) -> st.Session | None:
+    """The tuned session with this graph and target that reached the lowest latency."""
+    from tvmtui.sessions.msdb import count_records
+
+    found, _ = st.list_sessions(root)
+    hits = [
+        s for s in found
+        if s.graph_hash == graph_hash and s.target == target and s.best_ms is not None
+        and count_records(st.resolve_root(root, s.name) / s.name / st.RECORD_DB) > 0
+    ]
+    if not hits:
+        return None
+    best = min(hits, key=lambda s: s.best_ms)
+    return st.Session.open(st.resolve_root(root, best.name), best.name)
+
+
+def resolve(root: Path, spec: str, shape_items: list[str] | None) -> BenchTarget:
+    from tvmtui.workloads.loader import graph_hash
+
+    where = st.resolve_root(root, spec)
+    if "/" not in spec and ".." not in spec and (where / spec / st.DB_FILE).is_file():
+        session = st.Session.open(where, spec)
+        meta = session.meta()
+        workload = meta["workload"]
+        data = session.file(st.model_file(workload)).read_bytes()
+        if graph_hash(data, workload["input_shapes"]) != workload["graph_hash"]:
+            raise UserError(
+                f"the model file in session {spec!r} changed since it was tuned (graph hash "
+                "mismatch); its records no longer describe it: start a new session"
+            )
+        return BenchTarget(bench_model(workload, data), meta["target"], workload["graph_hash"],
+                           session, writable=where == root, tuned_reason=None)
+
+    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.workloads import load_workload
+
+    workload = load_workload(spec, shape_items)
+    target = local_cpu_target()
+    model = bench_model(workload.meta(), workload.model_bytes)
+    session = _matching_session(root, workload.graph_hash, target)
+    if session is None:
+        return BenchTarget(
+            model, target, workload.graph_hash, None, writable=False,
+            tuned_reason=f"no tuned session of {workload.name} on this target in {root}; "
+            f"tune it first: tvmtui tune {spec}",
+        )
+    return BenchTarget(model, target, workload.graph_hash, session,
+                       writable=st.resolve_root(root, session.name) == root, tuned_reason=None,
+                       note=f"tvm-tuned uses session {session.name!r} (same graph and target)")
+
+
+def save_report(session: st.Session, report) -> None:
+    """Append the report to the session's stream and keep its summary in the metadata."""
+    session.append(ev.BENCH, report.to_json())
+    session.set_meta(bench=report.summary())
