@@ -221,14 +221,17 @@ def untuned_library(model: BenchModel, target: dict) -> Path:
 
 
 def tuned_library(session) -> Path:
-    """The session's tuned build (cached by its records: a new record means a new build)."""
+    """The session's tuned build, cached by its records, model bytes and target (a new
+    record means a new build)."""
     from tvmtui.sessions import store as st
     from tvmtui.sessions.export import export_session
 
     records = session.file(st.RECORD_DB)
     data = records.read_bytes() if records.exists() else b""
     meta = session.meta()
-    path = builds_dir() / f"tuned-{_build_key(data, meta['workload']['graph_hash'], meta['target'])}.so"
+    model = session.file(st.model_file(meta["workload"])).read_bytes()
+    key = _build_key(data, model, meta["workload"]["input_shapes"], meta["target"])
+    path = builds_dir() / f"tuned-{key}.so"
     if not path.exists():
         export_session(session, path)
     return path

@@ -125,8 +125,6 @@ def load_acl(model: BenchModel, threads: int, options: dict) -> Runner:
             f"not available here: {where} (OpenVINO's CPU plugin uses ACL on Arm: "
             "the openvino baseline is the pip route)"
         )
-    from tvmtui.workloads.litert import make_interpreter  # noqa: F401 - checks a runtime exists
-
     try:
         from ai_edge_litert.interpreter import Interpreter, load_delegate
     except ImportError:

@@ -48,6 +48,7 @@ class SessionView:
     task_history: dict = field(default_factory=dict)
     run_start_t: float | None = None
     run_start_trials: int = 0
+    bench: dict | None = None  # the latest `tvmtui bench` report saved into the session
     last_t: float | None = None
 
     def apply(self, e: dict) -> None:
@@ -97,6 +98,8 @@ class SessionView:
                 self.state = ev.RUNNING
         elif kind == ev.NOTICE:
             self.notices.append(e["message"])
+        elif kind == ev.BENCH:
+            self.bench = e
 
     @property
     def flops_by_task(self) -> dict[int, float]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import os
 from pathlib import Path
 
@@ -189,6 +191,30 @@ class TvmTuiApp(App):
             self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
         self.call_from_thread(self.notify, f"exported {out / 'model.so'}", timeout=10)
+
+    @work(thread=True, group="bench")
+    def run_bench(self, name: str, screen) -> None:
+        """`tvmtui bench NAME` in a subprocess; the report reaches the screen through the
+        session's event stream, this only says when it ended."""
+        args = ["bench", name, "--json"]
+        try:
+            session = st.Session.open(self._session_root(name), name)
+            chosen = session.meta().get("options", {}).get("baselines")
+            session.close()
+            if chosen:
+                args += ["--baselines", ",".join(chosen)]
+            report = json.loads(run_cli(args, self.root))
+        except (WorkerExit, UserError) as exc:
+            self.call_from_thread(screen.bench_done, f"baselines failed: {exc}", True)
+            return
+        tuned = next((b for b in report["baselines"] if b["name"] == "tvm-tuned"), None)
+        failed = [b["name"] for b in report["baselines"] if b.get("parity") and not b["parity"]["passed"]]
+        text = f"baselines done in {report['seconds']:.0f} s"
+        if tuned and tuned["median_ms"]:
+            text += f"; tuned TVM {tuned['median_ms']:.3f} ms"
+        if failed:
+            text += f"; parity FAILED for {', '.join(failed)}"
+        self.call_from_thread(screen.bench_done, text, bool(failed))
 
     # ---- command palette -------------------------------------------------------------
     def get_system_commands(self, screen):

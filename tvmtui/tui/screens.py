@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from rich.text import Text
@@ -28,6 +29,7 @@ from textual.widgets.option_list import Option
 
 from tvmtui import fmt
 from tvmtui.devices.local import describe_target
+from tvmtui.baselines.runners import DEFAULT as DEFAULT_BASELINES
 from tvmtui.errors import UserError
 from tvmtui.sessions import store as st
 from tvmtui.sessions.view import SessionView
@@ -45,7 +47,6 @@ from tvmtui.workloads import builtin, nets
 
 REFRESH_HZ = 4  # the live screen polls and repaints at most this often
 CHART_EVERY = 4  # charts redraw once per this many ticks (plotext is the slow part)
-BASELINES = ("tflite", "acl", "onnxruntime", "openvino", "tvm-untuned")
 
 
 # ---- modals -------------------------------------------------------------------------------
@@ -142,7 +143,7 @@ class LiveScreen(Screen):
         self.status = "starting"
         self.ticks = 0
         self.dirty = True
-        self.baseline_results: list[dict] | None = None
+        self.bench_since: float | None = None  # a bench subprocess is running since then
         self.gone_noticed = False
 
     def compose(self) -> ComposeResult:
@@ -199,7 +200,7 @@ class LiveScreen(Screen):
             self.query_one(TrialStream).add_trials(trials, self.view.flops_by_task)
         if self.dirty:
             self.query_one(TaskTable).show(self.view)
-            self.query_one(BaselinePanel).show(self.view, self.baseline_results)
+            self.query_one(BaselinePanel).show(self.view, self.bench_since)
         if self.dirty and self.ticks % CHART_EVERY == 1:
             self.query_one(EstimateChart).show(list(self.view.estimates))
             self.query_one(TaskBestChart).show(self.view)
@@ -278,8 +279,22 @@ class LiveScreen(Screen):
         self.app.push_screen(BudgetModal(self.view.budget, self.view.trials), answer)
 
     def action_baselines(self) -> None:
+        """Show the baselines tab and run them for this session in a subprocess."""
         self.action_tab("baselines")
-        self.notify("baseline runs arrive with `tvmtui bench` (next issue)")
+        if not self.source.live:
+            self.notify("a replay shows the baseline results recorded with the session")
+            return
+        if self.bench_since is not None:
+            self.notify("the baselines are already running")
+            return
+        self.bench_since = time.time()
+        self.dirty = True
+        self.app.run_bench(self.source.name, self)
+
+    def bench_done(self, message: str, error: bool) -> None:
+        self.bench_since = None
+        self.dirty = True
+        self.notify(message, severity="error" if error else "information", timeout=10)
 
     def action_export(self) -> None:
         if not self.source.live:
@@ -461,7 +476,7 @@ class LaunchScreen(Screen):
                     yield Input(placeholder="session name", id="session-name", compact=True)
                 yield Label("Baselines to compare")
                 yield SelectionList(
-                    *[(b, b, b in ("tflite", "onnxruntime")) for b in BASELINES],
+                    *[(b, b, b in ("tflite", "onnxruntime")) for b in DEFAULT_BASELINES],
                     id="baselines",
                     compact=True,
                 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from rich.text import Text
 from textual.cache import LRUCache
 from textual.markup import escape
@@ -180,25 +182,53 @@ class PredictionChart(PlotextPlot):
 
 
 class BaselinePanel(Static):
-    """Baselines beside tuned TVM: latency, speedup and parity (filled by `tvmtui bench`)."""
+    """Baselines beside tuned TVM: latency, speedup and parity, from the session's latest
+    `tvmtui bench` report; a failed parity check shows as FAILED, never as a speedup."""
 
-    def show(self, view: SessionView, results: list[dict] | None) -> None:
-        lines = [Text.assemble(("tuned TVM", "bold"), f"  {fmt_ms(view.best_ms)} ms (estimate)")]
-        if not results:
-            lines.append(
-                Text(
-                    "No baseline results yet. Press b to run them; TFLite, ONNX Runtime, "
-                    "OpenVINO, ACL and untuned TVM arrive with `tvmtui bench`.",
-                    style="dim",
-                )
-            )
-        for r in results or []:
-            parity = r.get("parity") or {}
-            ok = parity.get("passed")
-            lines.append(
-                Text(
-                    f"{r['name']:12} {fmt_ms(r.get('median_ms'))} ms  "
-                    f"speedup {r.get('speedup') or '-'}  parity {'ok' if ok else ok}"
-                )
-            )
-        self.update(Text("\n").join(lines))
+    COLUMNS = "{:<12} {:>10} {:>9} {:>9}  {}"
+
+    def show(self, view: SessionView, running_since: float | None = None) -> None:
+        lines = [Text.assemble(("tuned TVM", "bold"),
+                               f"  {fmt_ms(view.best_ms)} ms (tuning estimate)")]
+        if running_since is not None:
+            since = time.strftime("%H:%M:%S", time.localtime(running_since))
+            lines.append(Text(f"benchmarking since {since} (in a subprocess; results appear "
+                              "here)", style="yellow"))
+        report = view.bench
+        if not report:
+            lines.append(Text("No baseline results yet. Press b to run them (tvmtui bench).",
+                              style="dim"))
+            self.update(Text("\n").join(lines))
+            return
+        when = time.strftime("%m-%d %H:%M", time.localtime(report["created"]))
+        lines.append(Text(
+            f"bench {when}: {report['tuned_trials']} trials, {report['threads']} thread(s), "
+            f"parity vs {report['reference'] or '-'} on {report['frames']} frames, "
+            f"tol {report['tolerance']:g}", style="dim"))
+        lines.append(Text(self.COLUMNS.format("baseline", "ms", "IQR", "speedup", "parity"),
+                          style="bold"))
+        missing = []
+        for row in report["baselines"]:
+            if not row["available"]:
+                lines.append(Text(self.COLUMNS.format(row["name"], "-", "-", "-", "not available"),
+                                  style="dim"))
+                missing.append(Text(f"{row['name']}: {row['reason']}", style="dim"))
+                continue
+            parity = row.get("parity") or {}
+            failed = bool(parity) and not parity.get("passed")
+            if failed:
+                speed, style = "FAILED", "bold red"
+            elif row.get("speedup") is None:
+                speed, style = "-", ""
+            else:
+                speed = f"{row['speedup']:.2f}x"
+                style = "green" if row["speedup"] >= 1 else ""
+            if not parity:
+                check = "-"
+            elif parity.get("error"):
+                check = f"FAIL {parity['error']}"
+            else:
+                check = f"{'ok' if parity['passed'] else 'FAIL'} {parity['max_rel_err']:.1e}"
+            lines.append(Text(self.COLUMNS.format(row["name"], fmt_ms(row["median_ms"]),
+                                                  fmt_ms(row["iqr_ms"]), speed, check), style=style))
+        self.update(Text("\n").join(lines + missing))
