@@ -159,7 +159,7 @@ def _render(view, name: str):
 
 # ---- commands ---------------------------------------------------------------------------
 def cmd_tune(args) -> int:
-    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.devices.local import describe_target
     from tvmtui.sessions.launch import create_session, default_name, spawn_worker
     from tvmtui.workloads import load_workload
 
@@ -176,7 +176,17 @@ def cmd_tune(args) -> int:
             f"session {name!r} already exists in {root}; pick another --session name, "
             f"or `tvmtui resume {name}`"
         )
-    target = local_cpu_target(args.cores)
+    from tvmtui.devices.resolve import resolve_device
+    from tvmtui.sessions.launch import same_chip_sessions
+
+    resolved = resolve_device(args.device, args.cores, args.target)
+    target = resolved.target
+    if not args.json:
+        for prior in same_chip_sessions(root, workload.graph_hash, target,
+                                        resolved.fingerprint["id"]):
+            print(f"note: session {prior.name!r} already tuned {workload.name} on this chip "
+                  f"({prior.trials} trials, best {fmt.ms(prior.best_ms)} ms): "
+                  f"`tvmtui resume {prior.name} --trials N` continues it", file=sys.stderr)
     options = {
         "batch": args.batch,
         "population": args.population,
@@ -184,13 +194,14 @@ def cmd_tune(args) -> int:
         "warmup_samples": args.warmup_samples,
         "seed": args.seed,
     }
-    session = create_session(root, name, workload, target, args.trials, options)
+    session = create_session(root, name, workload, target, args.trials, options,
+                             device=resolved.device.to_json(), fingerprint=resolved.fingerprint)
     pid = spawn_worker(session)
     _started(session, pid)
     if not args.json:
         print(
-            f"session {name}: tuning {workload.name} on {target['mcpu']} "
-            f"({args.trials} trials), worker pid {pid}",
+            f"session {name}: tuning {workload.name} on {describe_target(target)} "
+            f"via {resolved.device.url()} ({args.trials} trials), worker pid {pid}",
             file=sys.stderr,
         )
     if args.detach:
@@ -452,6 +463,71 @@ def _print_bench(report) -> None:
               f"bench took {report.seconds:.0f} s")
 
 
+def cmd_devices(args) -> int:
+    from tvmtui.devices.fingerprint import this_fingerprint
+    from tvmtui.devices.local import local_cpu_target, local_gpus
+
+    obj = {"local": {"target": local_cpu_target(), "fingerprint": this_fingerprint().to_json(),
+                     "gpus": local_gpus()}}
+    if args.tracker:
+        from tvmtui.devices import rpc
+
+        host, port = rpc.parse_hostport(args.tracker)
+        obj["tracker"] = {"address": f"{host}:{port}", "keys": rpc.tracker_keys(host, port)}
+        if args.key:
+            device = rpc.Device("tracker", host, port, args.key)
+            sess, addr, _ = rpc.connect_device(device, session_timeout=30, wait=30)
+            obj["board"] = dict(rpc.board_info(sess), server=addr, key=args.key)
+    if args.json:
+        _print_json(obj)
+        return 0
+    _print_devices(obj)
+    return 0
+
+
+def _print_devices(obj: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from tvmtui.devices.local import describe_target
+
+    console = Console()
+    columns = [("local", obj["local"])]
+    if "board" in obj:
+        columns.append((f"board {obj['board']['key']} ({obj['board']['server']})", obj["board"]))
+    table = Table(title="devices")
+    table.add_column("")
+    for title, _ in columns:
+        table.add_column(title)
+    rows = ["id", "arch", "vendor", "model_name", "family", "model", "stepping", "microcode",
+            "implementer", "part", "variant", "revision", "cores", "caches", "isa", "kernel",
+            "llvm", "tvm"]
+    for row in rows:
+        cells = []
+        for _, col in columns:
+            value = (col.get("fingerprint") or {}).get(row)
+            if isinstance(value, dict):
+                value = " ".join(f"{k} {v}" for k, v in value.items())
+            elif isinstance(value, list):
+                value = " ".join(value)
+            cells.append("-" if value in (None, "") else str(value))
+        if any(c != "-" for c in cells):
+            table.add_row(row, *cells)
+    table.add_row("target", *[json.dumps(col.get("target")) for _, col in columns])
+    console.print(table)
+    local = obj["local"]
+    console.print(f"local CPU: {describe_target(local['target'])}; "
+                  f"GPUs: {', '.join(g['name'] for g in local['gpus']) or 'none'}")
+    if "tracker" in obj:
+        keys = Table(title=f"tracker {obj['tracker']['address']}")
+        for col in ("key", "total", "free", "pending", "servers"):
+            keys.add_column(col)
+        for key, entry in sorted(obj["tracker"]["keys"].items()):
+            keys.add_row(key, str(entry["total"]), str(entry["free"]), str(entry["pending"]),
+                         " ".join(entry["servers"]))
+        console.print(keys)
+
+
 def cmd_sessions(args) -> int:
     root = _root(args)
     if args.action == "list":
@@ -635,6 +711,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--detach", action="store_true", help="start the worker and return")
     p.add_argument("--headless", action="store_true", help="plain live view instead of the app")
     p.add_argument("--cores", type=int, help="cores to tune for (default: all available)")
+    p.add_argument(
+        "--device", default="local",
+        help="local (default), tracker://HOST:PORT/KEY (any free board under KEY) or rpc://HOST:PORT",
+    )
+    p.add_argument("--target", help="TVM target as JSON, instead of the one the device reports")
     p.add_argument("--batch", type=int, default=32, help="candidates measured per round")
     p.add_argument("--population", type=int, default=256, help="evolutionary population size")
     p.add_argument("--genetic-iters", type=int, default=3, help="evolution iterations per round")
@@ -708,6 +789,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-save", action="store_true", help="do not store results in the session")
     p.add_argument("--json", action="store_true", help="one JSON object with `baselines`")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("devices", help="this machine's target and chip fingerprint; trackers")
+    p.add_argument("--tracker", help="HOST:PORT of a TVM RPC tracker: list its keys")
+    p.add_argument("--key", help="with --tracker: also read one board's fingerprint")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_devices)
 
     p = sub.add_parser("sessions", parents=[common], help="list, show or remove sessions")
     p.add_argument("action", choices=["list", "show", "rm"])

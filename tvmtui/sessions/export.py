@@ -25,6 +25,17 @@ def export_session(session: st.Session, out: Path) -> dict:
             dropped = repair_json_lines(session.file(name))
             if dropped:
                 notes.append(f"repaired {name}: dropped {dropped} line(s) cut short by a crash")
+    stored = meta.get("fingerprint")
+    if stored and meta.get("device", {}).get("kind", "local") == "local":
+        from tvmtui.devices.fingerprint import differences, this_fingerprint
+
+        here = this_fingerprint().to_json()
+        if here["id"] != stored.get("id"):
+            notes.append(
+                f"tuned on another chip ({'; '.join(differences(stored, here)) or stored.get('id')}):"
+                f" its timings may not hold here; `tvmtui resume {session.name} --transfer` "
+                "re-measures its best records on this chip"
+            )
     if count_records(session.file(st.RECORD_DB)) == 0:
         raise UserError(
             f"session {session.name!r} has no tuning records yet; tune it before exporting"
@@ -49,7 +60,9 @@ def export_session(session: st.Session, out: Path) -> dict:
     )
     start = time.time()
     executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
-    executable.export_library(str(lib_path))
+    from tvmtui.devices.cross import export_options
+
+    executable.export_library(str(lib_path), **export_options(meta["target"]))
     info = {
         "library": str(lib_path),
         "session": session.name,
@@ -60,6 +73,8 @@ def export_session(session: st.Session, out: Path) -> dict:
         "best_ms": meta.get("best_ms"),
         "trials": meta.get("trials", 0),
         "versions": meta.get("versions", {}),
+        "device": meta.get("device", {"kind": "local"}),
+        "fingerprint": meta.get("fingerprint"),
         "compile_s": round(time.time() - start, 2),
         "exported": time.time(),
         "notes": notes,

@@ -19,11 +19,17 @@ def default_name(workload: Workload) -> str:
 
 
 def create_session(
-    root: Path, name: str, workload: Workload, target: dict, budget: int, options: dict
+    root: Path, name: str, workload: Workload, target: dict, budget: int, options: dict,
+    device: dict | None = None, fingerprint: dict | None = None,
 ) -> st.Session:
-    """A new session folder holding the model, its metadata and an empty history."""
+    """A new session folder holding the model, its metadata and an empty history. The
+    device defaults to the local CPU, the fingerprint to this machine's."""
     from tvmtui.tuning.tvm_env import versions
 
+    if fingerprint is None:
+        from tvmtui.devices.fingerprint import this_fingerprint
+
+        fingerprint = this_fingerprint().to_json()
     if budget < 1:
         raise UserError(f"--trials must be at least 1 (got {budget})")
     session = st.Session.create(
@@ -36,6 +42,8 @@ def create_session(
             "budget": budget,
             "options": options,
             "versions": versions(),
+            "device": device or {"kind": "local"},
+            "fingerprint": fingerprint,
         },
     )
     session.file(st.model_file(workload.meta())).write_bytes(workload.model_bytes)
@@ -80,3 +88,21 @@ def wait_for_lock(session: st.Session, pid: int, timeout: float = 20.0) -> bool:
             return False
         time.sleep(0.05)
     return session.worker_alive()
+
+
+def same_chip_sessions(root: Path, graph_hash: str, target: dict, fingerprint_id: str) -> list:
+    """Sessions that tuned this graph for this target on this very chip (offered for reuse)."""
+    found, _ = st.list_sessions(root)
+    out = []
+    for summary in found:
+        if summary.graph_hash != graph_hash or summary.target != target or summary.bundled:
+            continue
+        try:
+            session = st.Session.open(root, summary.name)
+            fp = (session.meta().get("fingerprint") or {}).get("id")
+            session.close()
+        except UserError:
+            continue
+        if fp == fingerprint_id:
+            out.append(summary)
+    return out

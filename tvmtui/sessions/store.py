@@ -33,6 +33,7 @@ WORKLOAD_DB = "database_workload.json"
 RECORD_DB = "database_tuning_record.json"
 COST_MODEL_FILE = "cost_model.json"
 WORKER_LOG = "worker.log"
+DEVICE_LOG = "devices.jsonl"  # which board measured which candidate (RPC runner hooks)
 
 LIVE_STATES = ("starting", "running", "paused")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")

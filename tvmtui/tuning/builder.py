@@ -26,8 +26,11 @@ def _build_and_export(mod, target) -> tuple[str, float]:
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     rt_mod = tvm_build(mod, target=target)
     # A linked .so: linking here runs in parallel, in the runner it would be serial.
+    # For a board of another architecture, linked by its cross compiler.
+    from tvmtui.devices.cross import export_options
+
     artifact = os.path.join(tempfile.mkdtemp(prefix="tvmtui-build-"), "candidate.so")
-    rt_mod.export_library(artifact)
+    rt_mod.export_library(artifact, **export_options(target))
     return artifact, time.perf_counter() - start
 
 

@@ -40,13 +40,19 @@ RUNNING, PAUSED, RESUMED, FINISHED, STOPPED, FAILED = (
     "failed",
 )
 
-# Values of a trial's `error_kind`.
-BUILD_ERROR, BUILD_TIMEOUT, RUN_ERROR, RUN_TIMEOUT = (
+# Values of a trial's `error_kind`. On a board: `queue_timeout` means no server of the key
+# became free in time (nothing ran), `device_lost` that the board went away (connection
+# refused, reset or closed), `run_timeout` that it ran too long on the device.
+BUILD_ERROR, BUILD_TIMEOUT, RUN_ERROR, RUN_TIMEOUT, QUEUE_TIMEOUT, DEVICE_LOST = (
     "build_error",
     "build_timeout",
     "run_error",
     "run_timeout",
+    "queue_timeout",
+    "device_lost",
 )
+_LOST_WORDS = ("device_lost", "connection reset", "connection refused", "broken pipe",
+               "connection closed", "socket closed", "eof", "unexpectedly closed")
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,9 @@ class Trial:
     error: str | None
     shash: str
     run: int  # which worker run of the session measured it (0 = first)
+    device: str | None = None  # the RPC server (host:port) that measured it, on a board
+    queue_s: float | None = None  # seconds it waited in the tracker queue
+    remeasured: bool = False  # a record from another chip measured again here (transfer)
 
     @property
     def latency_s(self) -> float | None:
@@ -83,5 +92,10 @@ def classify_error(build_error: str | None, run_error: str | None) -> str | None
     if build_error:
         return BUILD_TIMEOUT if "timeout" in build_error.lower() else BUILD_ERROR
     if run_error:
-        return RUN_TIMEOUT if "timeout" in run_error.lower() else RUN_ERROR
+        lowered = run_error.lower()
+        if QUEUE_TIMEOUT in lowered:
+            return QUEUE_TIMEOUT
+        if any(word in lowered for word in _LOST_WORDS):
+            return DEVICE_LOST
+        return RUN_TIMEOUT if "timeout" in lowered else RUN_ERROR
     return None

@@ -111,6 +111,7 @@ class Tuner:
         self.memory = None  # SearchMemory, created with the TVM imports
         self.pending_model_metrics: dict | None = None
         self.started = time.time()
+        self.device_log_offset = 0
 
     # ---- set-up ---------------------------------------------------------------------
     def prepare(self):
@@ -175,16 +176,21 @@ class Tuner:
         from tvmtui.tuning.builder import PersistentBuilder
         from tvmtui.tuning.cost_model import TrackedXGBModel
 
+        from tvmtui.devices.local import cpu_count
+
         cores = int(self.meta["target"].get("num-cores", 1))
         self.builder = PersistentBuilder(
-            max_workers=cores, timeout_sec=float(self.options.get("build_timeout", 60))
+            max_workers=cpu_count(), timeout_sec=float(self.options.get("build_timeout", 60))
         )
-        self.runner = ms.runner.LocalRunner(
-            timeout_sec=float(self.options.get("run_timeout", 30)),
-            evaluator_config=ms.runner.EvaluatorConfig(
-                number=1, repeat=3, min_repeat_ms=25, enable_cpu_cache_flush=False
-            ),
+        evaluator = ms.runner.EvaluatorConfig(
+            number=1, repeat=3, min_repeat_ms=25, enable_cpu_cache_flush=False
         )
+        run_timeout = float(self.options.get("run_timeout", 30))
+        device = self.meta.get("device") or {"kind": "local"}
+        if device.get("kind", "local") == "local":
+            self.runner = ms.runner.LocalRunner(timeout_sec=run_timeout, evaluator_config=evaluator)
+        else:
+            self.runner = self._rpc_runner(device, evaluator, run_timeout)
         for name in (st.WORKLOAD_DB, st.RECORD_DB):
             dropped = repair_json_lines(self.session.file(name))
             if dropped:
@@ -212,6 +218,55 @@ class Tuner:
             self.memory.cold_batches = len(self.tasks)
             share = int(self.meta["budget"]) // len(self.tasks)
             self.memory.cold_batch_size = max(2, min(16, share))
+
+    def _rpc_runner(self, device: dict, evaluator, run_timeout: float):
+        """MetaSchedule's RPCRunner over the tracker (one worker per server: a farm of N
+        boards measures N candidates at once), with tvmtui's queue-aware hooks."""
+        from tvm.s_tir import meta_schedule as ms
+
+        from tvmtui.devices import rpc
+
+        dev = rpc.Device(**device)
+        servers = rpc.check_device(dev)
+        queue_timeout = float(self.options.get("queue_timeout", 120))
+        os.environ[rpc.HEALTH_LOG_ENV] = str(self.session.file(st.DEVICE_LOG))
+        os.environ[rpc.QUEUE_TIMEOUT_ENV] = str(queue_timeout)
+        os.environ[rpc.RUN_TIMEOUT_ENV] = str(run_timeout)
+        # The config's timeout bounds the whole job (queue wait + run); the board's own
+        # session timeout is the run timeout alone (set by the hook).
+        key = dev.key if dev.kind == "tracker" else dev.url()  # rpc://: the hook connects
+        config = ms.runner.RPCConfig(tracker_host=dev.host, tracker_port=dev.port, tracker_key=key,
+                                     session_timeout_sec=int(queue_timeout + run_timeout))
+        self.emit_notice(f"measuring on {dev.url()}: {servers} server(s)")
+        return ms.runner.RPCRunner(
+            rpc_config=config,
+            evaluator_config=evaluator,
+            max_workers=servers,
+            f_create_session=rpc.runner_create_session,
+            f_upload_module=rpc.runner_upload_module,
+            f_cleanup=rpc.runner_cleanup,
+        )
+
+    def _device_records(self) -> dict[str, dict]:
+        """New lines of the runner hooks' log, by artifact path (which server measured it)."""
+        path = self.session.file(st.DEVICE_LOG)
+        if not path.exists():
+            return {}
+        import json
+
+        with open(path) as fh:
+            fh.seek(self.device_log_offset)
+            lines = fh.readlines()
+            self.device_log_offset = fh.tell()
+        out = {}
+        for line in lines:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("artifact"):
+                out[rec["artifact"]] = rec
+        return out
 
     def emit_notice(self, message: str) -> None:
         self.session.append(ev.NOTICE, {"message": message})
@@ -266,13 +321,15 @@ class Tuner:
         return ev.STOPPED if self.control.stop else ev.FINISHED
 
     # ---- per batch -----------------------------------------------------------------
-    def record_batch(self, task_id, candidates, builder_results, runner_results) -> None:
+    def record_batch(self, task_id, candidates, builder_results, runner_results,
+                     remeasured: bool = False) -> None:
         from tvmtui.tuning.search import module_hash
 
         task = self.tasks[task_id]
         self.memory.in_flight = max(0, self.memory.in_flight - len(candidates))
         out: list[tuple[str, dict]] = []
         traces: list[tuple[int, str]] = []
+        boards = self._device_records()
         for cand, bres, rres in zip(candidates, builder_results, runner_results):
             shash = module_hash(cand.sch.mod)
             self.memory.known.add(shash)
@@ -297,6 +354,9 @@ class Tuner:
                 error=error[:ERROR_CHARS] if error else None,
                 shash=shash,
                 run=self.run_index,
+                device=boards.get(bres.artifact_path or "", {}).get("server"),
+                queue_s=boards.get(bres.artifact_path or "", {}).get("queue_s"),
+                remeasured=remeasured,
             )
             out.append((ev.TRIAL, trial.to_json()))
             traces.append((trial.trial, _trace_text(cand.sch)))

@@ -1,0 +1,64 @@
+"""Turn `--device` into what a session stores: the device, its target and its fingerprint."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from tvmtui.devices.rpc import Device, board_info, check_device, connect_device, parse_device
+from tvmtui.errors import UserError
+
+
+@dataclass
+class Resolved:
+    device: Device
+    target: dict
+    fingerprint: dict
+    servers: int  # how many servers can measure (1 for the local CPU)
+
+
+def resolve_device(url: str | None, cores: int | None = None,
+                   target_json: str | None = None) -> Resolved:
+    """The local CPU, or a board reached through a tracker / server (asked for its facts)."""
+    device = parse_device(url)
+    override = _parse_target(target_json) if target_json else None
+    if not device.remote:
+        from tvmtui.devices.fingerprint import this_fingerprint
+        from tvmtui.devices.local import local_cpu_target
+
+        return Resolved(device, override or local_cpu_target(cores),
+                        this_fingerprint().to_json(), 1)
+    servers = check_device(device)
+    try:
+        sess, addr, _ = connect_device(device, session_timeout=60, wait=60)
+    except RuntimeError as exc:
+        raise UserError(f"could not open a session on {device.url()}: {exc}") from None
+    info = board_info(sess)
+    from tvmtui.devices.fingerprint import versions
+
+    _, host_tvm = versions()
+    if info.get("tvm") and info["tvm"] != host_tvm:
+        raise UserError(
+            f"the board at {addr} runs TVM {info['tvm']}, this host {host_tvm}: install "
+            f"apache-tvm=={host_tvm} on the board (RPC modules must match)"
+        )
+    target = override or info.get("target")
+    if not target or "error" in target:
+        raise UserError(
+            f"the board at {addr} cannot describe its target (a plain TVM RPC server?): start "
+            "it with `python -m tvmtui.devices.server`, or pass --target '{\"kind\": \"llvm\", "
+            "\"mtriple\": \"aarch64-linux-gnu\", ...}'"
+        )
+    if cores:
+        target = dict(target, **{"num-cores": cores})
+    return Resolved(device, target, info["fingerprint"], servers)
+
+
+def _parse_target(text: str) -> dict:
+    try:
+        target = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"--target is not JSON ({exc.msg}); give a TVM target dict") from None
+    if not isinstance(target, dict) or "kind" not in target:
+        raise UserError("--target must be a JSON object with at least \"kind\"")
+    return target

@@ -1,0 +1,63 @@
+"""A TVM RPC server that can also describe its board: `python -m tvmtui.devices.server`.
+
+It is TVM's own server (same protocol, same tracker registration) plus one remote
+function, `tvmtui.device_info`, returning the board's fingerprint, TVM version and LLVM
+target as JSON, so the host can check what it is about to tune for. Run it on the board:
+
+    python -m tvmtui.devices.server --tracker HOST:9190 --key rpi4 [--host 0.0.0.0] [--port 9090]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+
+def device_info() -> str:
+    from tvmtui.devices.fingerprint import this_fingerprint
+    from tvmtui.devices.local import local_cpu_target
+
+    fp = this_fingerprint()
+    try:
+        target = local_cpu_target()
+    except Exception as exc:  # noqa: BLE001 - a TVM without LLVM still answers
+        target = {"error": str(exc)}
+    return json.dumps({"fingerprint": fp.to_json(), "tvm": fp.tvm, "target": target})
+
+
+def register() -> None:
+    """Runs in the server's process before it serves (TVM's `server_init_callback`)."""
+    import tvm_ffi
+
+    tvm_ffi.register_global_func("tvmtui.device_info", device_info, override=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tvmtui.devices.server")
+    ap.add_argument("--host", default="0.0.0.0")
+    ap.add_argument("--port", type=int, default=9090)
+    ap.add_argument("--port-end", type=int, default=9199)
+    ap.add_argument("--tracker", help="HOST:PORT of the RPC tracker to register with")
+    ap.add_argument("--key", default="", help="device key to register under")
+    args = ap.parse_args(argv)
+    from tvm import rpc
+
+    tracker = None
+    if args.tracker:
+        host, _, port = args.tracker.rpartition(":")
+        tracker = (host, int(port))
+    register()
+    server = rpc.Server(args.host, args.port, args.port_end, key=args.key,
+                        tracker_addr=tracker, server_init_callback=register)
+    print(f"tvmtui rpc server on {args.host}:{server.port} key {args.key!r}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.terminate()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
