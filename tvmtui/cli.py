@@ -255,6 +255,7 @@ def cmd_resume(args) -> int:
             print(f"session {args.name} is already running; following it", file=sys.stderr)
         return follow(session, args.json, after)
     budget = done + args.trials if args.trials else int(meta["budget"])
+    _check_chip(session, meta, args)
     if budget <= done:
         raise UserError(
             f"session {args.name!r} already has {done} trials (budget {meta['budget']}); "
@@ -271,6 +272,43 @@ def cmd_resume(args) -> int:
             file=sys.stderr,
         )
     return follow(session, args.json, after)
+
+
+def _check_chip(session: st.Session, meta: dict, args) -> None:
+    """Resuming on another chip: refuse, or (with --transfer) plan the re-measurement."""
+    from tvmtui.devices.fingerprint import Fingerprint, differences
+    from tvmtui.devices.resolve import resolve_device
+
+    device = meta.get("device") or {"kind": "local"}
+    url = None if device.get("kind", "local") == "local" else _device_url(device)
+    here = resolve_device(url, target_json=json.dumps(meta["target"])).fingerprint
+    stored = meta.get("fingerprint")
+    if not stored:
+        session.set_meta(fingerprint=here)
+        return
+    if stored.get("id") == here["id"]:
+        return
+    old_label = Fingerprint.from_json(stored).label()
+    new_label = Fingerprint.from_json(here).label()
+    diff = "; ".join(differences(stored, here))
+    if not args.transfer:
+        raise UserError(
+            f"session {session.name!r} was tuned on another chip ({old_label}, id {stored['id']};"
+            f" here {new_label}, id {here['id']}: {diff}); its timings do not hold here: "
+            f"`tvmtui resume {session.name} --transfer` re-measures its best records first"
+        )
+    # Latencies measured before this trial number were taken on the other chip.
+    session.set_meta(transfer={"from": dict(stored, label=old_label), "to": here,
+                               "k": args.transfer_k, "pending": True, "asked": time.time()},
+                     trusted_from=int(meta.get("trials", 0)) + 1)
+    print(f"transfer: re-measuring the best {args.transfer_k} records per task of "
+          f"{old_label} on {new_label} before tuning on", file=sys.stderr)
+
+
+def _device_url(device: dict) -> str:
+    from tvmtui.devices.rpc import Device
+
+    return Device(**device).url()
 
 
 def cmd_attach(args) -> int:
@@ -551,6 +589,9 @@ def cmd_sessions(args) -> int:
                 "workload_info": meta["workload"],
                 "options": meta.get("options", {}),
                 "versions": meta.get("versions", {}),
+                "device": meta.get("device", {"kind": "local"}),
+                "fingerprint": meta.get("fingerprint"),
+                "transfer": meta.get("transfer"),
                 "events": session.count_events(None),
                 "path": str(session.path),
             }
@@ -730,6 +771,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, help="measure this many more trials")
     p.add_argument("--json", action="store_true")
     p.add_argument("--detach", action="store_true", help="start the worker and return")
+    p.add_argument(
+        "--transfer", action="store_true",
+        help="on a different chip: re-measure the best records here, then tune on",
+    )
+    p.add_argument("--transfer-k", type=int, default=8,
+                   help="records per task re-measured by --transfer (default 8)")
     p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("attach", parents=[common], help="follow a session live")

@@ -52,7 +52,8 @@ BUILD_ERROR, BUILD_TIMEOUT, RUN_ERROR, RUN_TIMEOUT, QUEUE_TIMEOUT, DEVICE_LOST =
     "device_lost",
 )
 _LOST_WORDS = ("device_lost", "connection reset", "connection refused", "broken pipe",
-               "connection closed", "socket closed", "eof", "unexpectedly closed")
+               "connection closed", "socket closed", "eof", "unexpectedly closed",
+               "code=kshutdown")
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,7 @@ class Tuner:
         self.pending_model_metrics: dict | None = None
         self.started = time.time()
         self.device_log_offset = 0
+        self.transfer_source: Path | None = None
 
     # ---- set-up ---------------------------------------------------------------------
     def prepare(self):
@@ -155,7 +156,9 @@ class Tuner:
             )
 
     def _replay_history(self) -> None:
-        """Per-task counts, bests and measured hashes from earlier runs of this session."""
+        """Per-task counts, bests and measured hashes from earlier runs of this session
+        (latencies from before a transfer were measured on another chip: not bests here)."""
+        trusted_from = int(self.meta.get("trusted_from", 0))
         for trial in self.session.iter_events(ev.TRIAL):
             task = self.tasks[trial["task"]]
             task.trials += 1
@@ -165,7 +168,7 @@ class Tuner:
                 task.build_errors += 1
             elif trial["error_kind"]:
                 task.run_errors += 1
-            elif trial["run_s"]:
+            elif trial["run_s"] and trial["trial"] >= trusted_from:
                 lat = sum(trial["run_s"]) / len(trial["run_s"])
                 if task.best_s is None or lat < task.best_s:
                     task.best_s = lat
@@ -198,6 +201,15 @@ class Tuner:
                     f"repaired {name}: dropped {dropped} line(s) cut short by a crash "
                     f"(original kept as {name}.broken)"
                 )
+        transfer = self.meta.get("transfer") or {}
+        if transfer.get("pending"):
+            # Records measured on another chip are not trusted here: set them aside; the
+            # best of them are measured again (`transfer_records`) into a fresh database.
+            old = self.session.file(st.RECORD_DB)
+            aside = self.session.file(f"database_tuning_record.{transfer['from']['id']}.json")
+            if old.exists() and not aside.exists():
+                old.rename(aside)
+            self.transfer_source = aside
         self.database = ms.database.JSONDatabase(
             path_workload=str(self.session.file(st.WORKLOAD_DB)),
             path_tuning_record=str(self.session.file(st.RECORD_DB)),
@@ -246,6 +258,63 @@ class Tuner:
             f_upload_module=rpc.runner_upload_module,
             f_cleanup=rpc.runner_cleanup,
         )
+
+    def transfer_records(self) -> None:
+        """Re-measure each task's best K records from the other chip on this one; only
+        these re-measured records go into the session's database."""
+        transfer = self.meta.get("transfer") or {}
+        if not transfer.get("pending") or self.transfer_source is None:
+            return
+        import shutil
+
+        from tvm.s_tir import Schedule
+        from tvm.s_tir import meta_schedule as ms
+
+        k = int(transfer.get("k", 8))
+        source = transfer["from"]
+        device_type = "cpu" if self.target.kind.name == "llvm" else self.target.kind.name
+        self.emit_notice(
+            f"transfer: records were measured on another chip ({source.get('label', source['id'])});"
+            f" re-measuring the best {k} of each task here before trusting any"
+        )
+        old_db = ms.database.JSONDatabase(
+            path_workload=str(self.session.file(st.WORKLOAD_DB)),
+            path_tuning_record=str(self.transfer_source),
+            module_equality="structural",
+        )
+        for task_id, task in enumerate(self.extracted):
+            mod = task.dispatched[0]
+            if self.control.stop or not old_db.has_workload(mod):
+                continue
+            candidates = []
+            for record in old_db.get_top_k(old_db.commit_workload(mod), k):
+                sch = Schedule(mod)
+                record.trace.apply_to_schedule(sch, remove_postproc=False)
+                candidates.append(ms.MeasureCandidate(
+                    sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+            if not candidates:
+                continue
+            built = self.builder.build(
+                [ms.builder.BuilderInput(c.sch.mod, self.target) for c in candidates])
+            ok = [i for i, b in enumerate(built) if b.error_msg is None]
+            futures = self.runner.run([
+                ms.runner.RunnerInput(built[i].artifact_path, device_type,
+                                      candidates[i].args_info) for i in ok])
+            results = [ms.runner.RunnerResult(None, "not built") for _ in candidates]
+            for i, future in zip(ok, futures):
+                results[i] = future.result()
+            workload = self.database.commit_workload(mod)
+            for cand, res in zip(candidates, results):
+                if res.run_secs and res.error_msg is None:
+                    self.database.commit_tuning_record(ms.database.TuningRecord(
+                        cand.sch.trace, workload, res.run_secs, self.target, cand.args_info))
+            self.memory.in_flight += len(candidates)
+            self.record_batch(task_id, candidates, built, results, remeasured=True)
+            for b in built:
+                if b.artifact_path:
+                    shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
+        self.session.set_meta(fingerprint=transfer["to"],
+                              transfer=dict(transfer, pending=False, done=time.time()))
 
     def _device_records(self) -> dict[str, dict]:
         """New lines of the runner hooks' log, by artifact path (which server measured it)."""
@@ -511,6 +580,7 @@ def run(session_path: Path) -> int:
         session.append(ev.TASKS_EXTRACTED, {"tasks": [i.__dict__ for i in infos]})
         tuner.make_parts()
         tuner.set_state(ev.RUNNING, "")
+        tuner.transfer_records()
         final = tuner.tune()
         reason = control.stop_reason if final == ev.STOPPED else (
             "budget reached" if tuner.trials_total >= control.budget else "search space exhausted"
