@@ -173,13 +173,14 @@ def local_fingerprint() -> Fingerprint:
 
 
 def fake_fingerprint(real: Fingerprint, spec: str) -> Fingerprint:
-    """`TVMTUI_FAKE_FINGERPRINT=stepping=9,cores=4`: pretend to be another chip (tests
-    and demos of the transfer path)."""
+    """`TVMTUI_FAKE_FINGERPRINT=stepping=9,cores=4` (or `tvm=0.26.0`): pretend to be
+    another chip or toolchain (tests and demos of the transfer and version checks)."""
     changes = {}
     for item in spec.split(","):
         key, _, value = item.partition("=")
-        if key.strip() in IDENTITY:
-            changes[key.strip()] = int(value) if key.strip() == "cores" else value.strip()
+        key = key.strip()
+        if key in IDENTITY or key in ("tvm", "llvm", "kernel"):
+            changes[key] = int(value) if key == "cores" else value.strip()
     data = dict(real.to_json(), **changes, id="")
     return Fingerprint.from_json(data)
 

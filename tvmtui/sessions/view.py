@@ -29,6 +29,36 @@ class TaskRow:
 
 
 @dataclass
+class BoardHealth:
+    """One RPC server as the trial stream saw it."""
+
+    ok: int = 0
+    lost: int = 0
+    queue_timeouts: int = 0
+    run_errors: int = 0
+    queue_s: float = 0.0
+    last_t: float | None = None
+
+    def add(self, e: dict) -> None:
+        kind = e.get("error_kind")
+        if kind == ev.DEVICE_LOST:
+            self.lost += 1
+        elif kind == ev.QUEUE_TIMEOUT:
+            self.queue_timeouts += 1
+        elif kind in (ev.RUN_ERROR, ev.RUN_TIMEOUT):
+            self.run_errors += 1
+        elif not kind:
+            self.ok += 1
+            self.last_t = e["t"]
+        self.queue_s += e.get("queue_s") or 0.0
+
+    @property
+    def mean_queue_s(self) -> float:
+        n = self.ok + self.run_errors
+        return self.queue_s / n if n else 0.0
+
+
+@dataclass
 class SessionView:
     """Reducer over events; `apply` every event in order."""
 
@@ -49,6 +79,7 @@ class SessionView:
     run_start_t: float | None = None
     run_start_trials: int = 0
     bench: dict | None = None  # the latest `tvmtui bench` report saved into the session
+    boards: dict = field(default_factory=dict)  # RPC server -> BoardHealth
     last_t: float | None = None
 
     def apply(self, e: dict) -> None:
@@ -69,6 +100,10 @@ class SessionView:
                 ]
         elif kind == ev.TRIAL:
             self.trials = max(self.trials, e["trial"])
+            if e.get("device") or e.get("error_kind") in (ev.QUEUE_TIMEOUT, ev.DEVICE_LOST):
+                board = self.boards.setdefault(e.get("device") or "(tracker queue)",
+                                               BoardHealth())
+                board.add(e)
             self.recent.append(e)
             if e["task"] < len(self.tasks):
                 row = self.tasks[e["task"]]

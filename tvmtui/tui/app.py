@@ -30,9 +30,9 @@ Live tuning
   p      pause / resume the worker (between batches)
   s      stop the worker (asks first)
   +      change the total trial budget
-  b      baselines panel (runs arrive with `tvmtui bench`)
+  b      run the baselines for this session (tvmtui bench, in a subprocess)
   e      export the tuned library
-  1-4    tabs: tasks, trials, charts, baselines
+  1-5    tabs: tasks, trials, charts, baselines, boards (per-board health on RPC devices)
   Enter  on a trial: its error and schedule trace
 
 Replay
@@ -140,7 +140,8 @@ class TvmTuiApp(App):
     # ---- actions that start processes (never on the event loop) -------------------------
     @work(thread=True, exclusive=True, group="start")
     def start_tuning(
-        self, spec: str, shapes: list[str], trials: int, name: str | None, baselines: list[str]
+        self, spec: str, shapes: list[str], trials: int, name: str | None, baselines: list[str],
+        device: str = "local",
     ) -> None:
         from tvmtui.sessions.launch import (
             create_session,
@@ -157,13 +158,30 @@ class TvmTuiApp(App):
                 st.check_name(name)
             workload = load_workload(spec, shapes)
             name = name or default_name(workload)
-            target = self.local_target()
+            if device == "local":
+                target, fingerprint, dev = self.local_target(), None, None
+            else:
+                from tvmtui.devices.resolve import resolve_device
+
+                resolved = resolve_device(device)
+                target, fingerprint = resolved.target, resolved.fingerprint
+                dev = resolved.device.to_json()
             session = create_session(
-                self.root, name, workload, target, trials, {"baselines": baselines}
+                self.root, name, workload, target, trials, {"baselines": baselines},
+                device=dev, fingerprint=fingerprint,
             )
+            from tvmtui.sessions.launch import same_chip_sessions
+
+            prior = same_chip_sessions(self.root, workload.graph_hash, target,
+                                       session.meta()["fingerprint"]["id"])
+            prior = [p for p in prior if p.name != name]
             pid = spawn_worker(session)
             wait_for_lock(session, pid)
             session.close()
+            if prior:
+                self.call_from_thread(
+                    self.notify, f"{prior[0].name} already tuned this workload on this chip "
+                    f"({prior[0].trials} trials): resume it from Sessions (r)", timeout=10)
         except UserError as exc:
             self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return

@@ -36,6 +36,7 @@ from tvmtui.sessions.view import SessionView
 from tvmtui.tui.sources import LiveSource, ReplaySource
 from tvmtui.tui.widgets import (
     BaselinePanel,
+    BoardTable,
     EstimateChart,
     PredictionChart,
     SummaryBar,
@@ -114,6 +115,30 @@ class BudgetModal(ModalScreen[int | None]):
         self.dismiss(None)
 
 
+class TrackerModal(ModalScreen[str | None]):
+    """Ask for a tracker address to add to the device list."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="modal"):
+            yield Label("Add an RPC tracker (HOST:PORT)", id="modal-title")
+            yield Input(placeholder="127.0.0.1:9190", id="tracker-input")
+            yield Label("Enter adds it, Esc cancels", classes="hint")
+
+    @on(Input.Submitted)
+    def submitted(self, event: Input.Submitted) -> None:
+        from tvmtui.devices.trackers import add_tracker
+
+        try:
+            self.dismiss(add_tracker(event.value))
+        except UserError as exc:
+            self.notify(str(exc), severity="error")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 # ---- live tuning / replay -------------------------------------------------------------
 class LiveScreen(Screen):
     """Follows one session: header, tasks, trial stream, charts, baselines, controls."""
@@ -132,6 +157,7 @@ class LiveScreen(Screen):
         Binding("2", "tab('trials')", "Trials", show=False),
         Binding("3", "tab('charts')", "Charts", show=False),
         Binding("4", "tab('baselines')", "Baselines", show=False),
+        Binding("5", "tab('boards')", "Boards", show=False),
         Binding("escape", "leave", "Back"),
     ]
 
@@ -159,6 +185,9 @@ class LiveScreen(Screen):
                 yield PredictionChart(id="prediction-chart")
             with TabPane("Baselines", id="baselines"):
                 yield BaselinePanel(id="baseline-panel")
+            with TabPane("Boards", id="boards"):
+                yield Static("Measurements on the local CPU.", id="boards-note")
+                yield BoardTable(id="board-table")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -201,11 +230,25 @@ class LiveScreen(Screen):
         if self.dirty:
             self.query_one(TaskTable).show(self.view)
             self.query_one(BaselinePanel).show(self.view, self.bench_since)
+            self._render_boards()
         if self.dirty and self.ticks % CHART_EVERY == 1:
             self.query_one(EstimateChart).show(list(self.view.estimates))
             self.query_one(TaskBestChart).show(self.view)
             self.query_one(PredictionChart).show(list(self.view.pairs))
             self.dirty = False
+
+    def _render_boards(self) -> None:
+        device = self.source.meta.get("device") or {"kind": "local"}
+        if device.get("kind", "local") == "local":
+            return
+        from tvmtui.devices.rpc import Device
+
+        url = Device(**device).url()
+        self.query_one("#boards-note", Static).update(
+            f"Measuring on {url}. 'lost': the board went away mid-measurement; "
+            "'queue t/o': no free server in time (nothing ran).")
+        now = None if self.source.live else self.view.last_t
+        self.query_one(BoardTable).show(self.view, now)
 
     def _status(self, source_status: str) -> str:
         if not self.source.live:
@@ -450,8 +493,10 @@ class SessionsScreen(Screen):
 class LaunchScreen(Screen):
     BINDINGS = [
         Binding("ctrl+s", "start", "Start"),
+        Binding("ctrl+t", "add_tracker", "Add tracker"),
         Binding("f2", "sessions", "Sessions"),
     ]
+    TRACKER_REFRESH_S = 5.0
 
     def compose(self) -> ComposeResult:
         yield Label("New tuning session", classes="screen-title")
@@ -488,6 +533,8 @@ class LaunchScreen(Screen):
         devices.add_option(Option("local CPU  (asking LLVM...)", id="local"))
         devices.highlighted = 0
         self.detect_device()
+        self.refresh_trackers()
+        self.set_interval(self.TRACKER_REFRESH_S, self.refresh_trackers)
         workloads = self.query_one("#workloads", OptionList)
         workloads.highlighted = [o.id for o in workloads.options].index("conv:C12")
         workloads.focus()
@@ -501,6 +548,50 @@ class LaunchScreen(Screen):
     def _show_device(self, target: dict) -> None:
         devices = self.query_one("#devices", OptionList)
         devices.replace_option_prompt("local", f"local CPU  {describe_target(target)}")
+
+    @work(thread=True, exclusive=True, group="trackers")
+    def refresh_trackers(self) -> None:
+        """Local GPUs and each saved tracker's keys (total/free/pending), off the UI."""
+        from tvmtui.devices import rpc
+        from tvmtui.devices.local import local_gpus
+        from tvmtui.devices.trackers import saved_trackers
+
+        rows: list[tuple[str, str, bool]] = []
+        try:
+            for gpu in local_gpus():
+                rows.append((f"gpu{gpu['index']}", f"GPU {gpu['name']} sm_{gpu['compute']}", False))
+        except Exception:  # noqa: BLE001 - a runtime without CUDA has no GPUs to list
+            pass
+        for address in saved_trackers():
+            host, port = rpc.parse_hostport(address)
+            try:
+                keys = rpc.tracker_keys(host, port)
+            except UserError:
+                rows.append((f"dead:{address}", f"tracker {address}: unreachable", True))
+                continue
+            if not keys:
+                rows.append((f"empty:{address}", f"tracker {address}: no servers", True))
+            for key, entry in sorted(keys.items()):
+                rows.append((f"tracker://{address}/{key}",
+                             f"{key} @ {address}: {entry['total']} total, {entry['free']} free, "
+                             f"{entry['pending']} pending", entry["total"] == 0))
+        self.app.call_from_thread(self._show_remote, rows)
+
+    def _show_remote(self, rows: list[tuple[str, str, bool]]) -> None:
+        devices = self.query_one("#devices", OptionList)
+        chosen = devices.highlighted
+        keep = [o for o in devices.options if o.id == "local"]
+        devices.clear_options()
+        devices.add_options([*keep, *[Option(p, id=i, disabled=d) for i, p, d in rows]])
+        devices.highlighted = chosen if chosen is not None and chosen < devices.option_count else 0
+
+    def action_add_tracker(self) -> None:
+        def added(address: str | None) -> None:
+            if address:
+                self.notify(f"added tracker {address}")
+                self.refresh_trackers()
+
+        self.app.push_screen(TrackerModal(), added)
 
     @on(OptionList.OptionHighlighted, "#workloads")
     def show_card(self, event: OptionList.OptionHighlighted) -> None:
@@ -553,7 +644,13 @@ class LaunchScreen(Screen):
             trials = 0
         name = self.query_one("#session-name", Input).value.strip() or None
         baselines = list(self.query_one("#baselines", SelectionList).selected)
-        self.app.start_tuning(spec, shapes, trials, name, baselines)
+        devices = self.query_one("#devices", OptionList)
+        device = devices.get_option_at_index(devices.highlighted or 0).id or "local"
+        if device.startswith("gpu"):
+            self.notify("GPU tuning is not wired up yet: pick the CPU or a board",
+                        severity="warning")
+            return
+        self.app.start_tuning(spec, shapes, trials, name, baselines, device)
 
 
 class WorkerExit(Exception):

@@ -30,6 +30,7 @@ class LiveSource:
         self.root = root
         self.name = name
         self.session = st.Session.open(root, name)
+        self.meta = self.session.meta()  # read once: device, target, options
         self.seq = 0
 
     def poll(self) -> PollResult:
@@ -62,6 +63,7 @@ class ReplaySource:
 
     def __init__(self, root, name: str, speed: float = 10.0, max_gap_s: float = 5.0):
         self.session = st.Session.open(root, name)
+        self.meta = self.session.meta()
         self.name = name
         self.events = self.session.events(0)
         self.speed = speed

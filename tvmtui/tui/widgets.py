@@ -232,3 +232,25 @@ class BaselinePanel(Static):
             lines.append(Text(self.COLUMNS.format(row["name"], fmt_ms(row["median_ms"]),
                                                   fmt_ms(row["iqr_ms"]), speed, check), style=style))
         self.update(Text("\n").join(lines + missing))
+
+
+class BoardTable(DataTable):
+    """Per-board health on an RPC device: measured, lost, queue timeouts, waits, last seen."""
+
+    COLUMNS = ("server", "ok", "lost", "queue t/o", "run err", "avg queue s", "last seen")
+
+    def on_mount(self) -> None:
+        _bound_render_caches(self)
+        self.cursor_type = "row"
+        for col in self.COLUMNS:
+            self.add_column(col, key=col)
+
+    def show(self, view: SessionView, now: float | None = None) -> None:
+        now = now or time.time()
+        self.clear()
+        for server, board in sorted(view.boards.items()):
+            seen = "-" if board.last_t is None else f"{max(0.0, now - board.last_t):.0f} s ago"
+            lost = Text(str(board.lost), style="bold red" if board.lost else "")
+            waits = Text(str(board.queue_timeouts), style="yellow" if board.queue_timeouts else "")
+            self.add_row(server, str(board.ok), lost, waits, str(board.run_errors),
+                         f"{board.mean_queue_s:.2f}", seen, key=server)

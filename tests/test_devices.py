@@ -1,0 +1,145 @@
+"""Devices: the local target and fingerprint, a real RPC tracker with two real servers on
+127.0.0.1 (a farm), a board lost mid-run, the transfer path, and bad device input."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+
+import pytest
+
+from .rpc_farm import Farm, free_port
+
+
+@pytest.fixture
+def farm(tmp_path):
+    farm = Farm(tmp_path).start()
+    yield farm
+    farm.stop()
+
+
+def _trials(cli, name: str) -> list[dict]:
+    session = cli.session(name)
+    trials = list(session.iter_events("trial"))
+    session.close()
+    return trials
+
+
+def test_devices_local_json(cli):
+    out = cli.run("devices", "--json")
+    assert out.returncode == 0, out.stderr
+    local = json.loads(out.stdout)["local"]
+    target = local["target"]
+    assert target["kind"] == "llvm" and target["mcpu"] not in ("", "native")
+    assert target["num-cores"] >= 1 and "mtriple" in target
+    fp = local["fingerprint"]
+    for key in ("id", "arch", "vendor", "model_name", "cores", "caches", "isa", "kernel",
+                "llvm", "tvm"):
+        assert key in fp
+    assert fp["cores"] == target["num-cores"]
+    again = json.loads(cli.run("devices", "--json").stdout)["local"]["fingerprint"]["id"]
+    assert again == fp["id"]  # stable
+    table = cli.run("devices")
+    assert table.returncode == 0 and fp["id"] in table.stdout
+
+
+def test_farm_spreads_trials_survives_a_lost_board_and_resumes(cli, farm):
+    first = farm.add_server("cpu")
+    second = farm.add_server("cpu")
+    listed = json.loads(cli.run("devices", "--tracker", farm.tracker, "--json").stdout)
+    assert listed["tracker"]["keys"]["cpu"]["total"] == 2
+    assert listed["tracker"]["keys"]["cpu"]["free"] == 2
+    assert listed["tracker"]["keys"]["cpu"]["pending"] == 0
+
+    device = f"tracker://{farm.tracker}/cpu"
+    proc = cli.popen("tune", "conv:C12", "--trials", "80", "--session", "farm", "--json",
+                     "--device", device)
+    # Once some trials are in, kill the second board the moment it opens a session.
+    cli.wait_for("farm", lambda s: s.count_events("trial") >= 16, timeout=300)
+    seen = farm.server_log(second).count("start serving")
+    deadline = time.time() + 120
+    while farm.server_log(second).count("start serving") == seen and time.time() < deadline:
+        time.sleep(0.02)
+    farm.kill_server(second)
+    killed_at = time.time()
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert cli.json_lines(out)[-1]["state"] == "finished"
+
+    trials = _trials(cli, "farm")
+    assert len(trials) == 80
+    by_server = Counter(t["device"] for t in trials if not t["error_kind"])
+    assert by_server[f"127.0.0.1:{first}"] > 0 and by_server[f"127.0.0.1:{second}"] > 0
+    lost = [t for t in trials if t["error_kind"] == "device_lost"]
+    assert lost, Counter(t["error_kind"] for t in trials)
+    assert all(t["device"] in (None, f"127.0.0.1:{second}") for t in lost)
+    late = [t for t in trials if not t["error_kind"] and t["trial"] > lost[-1]["trial"]]
+    assert late and all(t["device"] == f"127.0.0.1:{first}" for t in late)
+    assert time.time() > killed_at
+
+    # The session resumes on the surviving board; numbering continues, nothing re-measured.
+    out = cli.run("resume", "farm", "--trials", "16", "--json")
+    assert out.returncode == 0, out.stderr
+    trials = _trials(cli, "farm")
+    assert [t["trial"] for t in trials] == list(range(1, 97))
+    fresh = trials[80:]
+    assert all(t["device"] == f"127.0.0.1:{first}" for t in fresh if not t["error_kind"])
+    hashes = [t["shash"] for t in trials]
+    assert len(hashes) == len(set(hashes))
+
+
+def test_transfer_on_a_different_chip(cli):
+    out = cli.run("tune", "dwconv:D9", "--trials", "16", "--session", "chip", "--json")
+    assert out.returncode == 0, out.stderr
+    original = cli.session("chip").meta()["fingerprint"]
+    cli.env["TVMTUI_FAKE_FINGERPRINT"] = "stepping=99"
+
+    refused = cli.run("resume", "chip", "--trials", "8")
+    assert refused.returncode == 2
+    assert "another chip" in refused.stderr and "--transfer" in refused.stderr
+    assert "stepping" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert len(_trials(cli, "chip")) == 16  # nothing ran
+
+    out = cli.run("resume", "chip", "--trials", "8", "--transfer", "--transfer-k", "4", "--json")
+    assert out.returncode == 0, out.stderr
+    trials = _trials(cli, "chip")
+    remeasured = [t for t in trials if t.get("remeasured")]
+    assert [t["trial"] for t in remeasured] == [17, 18, 19, 20]
+    assert all(t["run_s"] for t in remeasured)
+    assert not any(t.get("remeasured") for t in trials[20:])
+    meta = cli.session("chip").meta()
+    assert meta["fingerprint"]["id"] != original["id"]
+    assert meta["fingerprint"]["stepping"] == "99"
+    assert meta["transfer"]["pending"] is False
+    assert meta["transfer"]["from"]["id"] == original["id"]
+    aside = cli.root / "chip" / f"database_tuning_record.{original['id']}.json"
+    assert aside.exists() and len(aside.read_text().splitlines()) == 16
+    # Only re-measured and newly measured records are trusted on this chip.
+    records = (cli.root / "chip" / "database_tuning_record.json").read_text().splitlines()
+    assert len(records) == 8
+    # On the new chip, resuming needs no transfer any more.
+    again = cli.run("resume", "chip", "--trials", "4", "--json")
+    assert again.returncode == 0, again.stderr
+
+
+def test_bad_device_input(cli, farm):
+    dead = free_port()
+    for args, words in [
+        (("devices", "--tracker", f"127.0.0.1:{dead}"), "cannot reach the RPC tracker"),
+        (("devices", "--tracker", "nonsense"), "bad tracker address"),
+        (("tune", "dwconv:D9", "--device", f"tracker://127.0.0.1:{dead}/cpu"),
+         "cannot reach the RPC tracker"),
+        (("tune", "dwconv:D9", "--device", "tracker://127.0.0.1"), "bad --device"),
+        (("tune", "dwconv:D9", "--device", f"tracker://{farm.tracker}/nokey"),
+         "no server is registered under key 'nokey'"),
+    ]:
+        out = cli.run(*args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert words in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    # A board whose TVM differs from the host's.
+    farm.add_server("old", {"TVMTUI_FAKE_FINGERPRINT": "tvm=0.26.0"})
+    out = cli.run("tune", "dwconv:D9", "--device", f"tracker://{farm.tracker}/old")
+    assert out.returncode == 2
+    assert "runs TVM 0.26.0" in out.stderr and "install apache-tvm==" in out.stderr
+    assert not (cli.root).exists() or not any(cli.root.iterdir())
