@@ -46,6 +46,13 @@ def resolve(root: Path, spec: str, shape_items: list[str] | None) -> BenchTarget
     if "/" not in spec and ".." not in spec and (where / spec / st.DB_FILE).is_file():
         session = st.Session.open(where, spec)
         meta = session.meta()
+        device = meta.get("device") or {"kind": "local"}
+        if device.get("kind", "local") != "local":
+            raise UserError(
+                f"session {spec!r} was tuned on a board ({device.get('host')}:{device.get('port')}"
+                f" {device.get('key', '')}); the baselines run on this machine: export it and "
+                "run `tvmtui bench` on the board itself"
+            )
         workload = meta["workload"]
         data = session.file(st.model_file(workload)).read_bytes()
         if graph_hash(data, workload["input_shapes"]) != workload["graph_hash"]:

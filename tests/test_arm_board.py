@@ -1,0 +1,96 @@
+"""The emulated aarch64 board (Debian arm64 under qemu-user, the aarch64 TVM wheel inside):
+cross-compile on the host, measure on the board, check the output against the host.
+
+Marked `arm` (not in the default run): `python -m pytest -m arm`. Needs root; the first
+run builds the root filesystem (a few minutes), later runs reuse it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .rpc_farm import Farm, free_port
+
+pytestmark = pytest.mark.arm
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "arm-board.sh"
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("the emulated board needs root (debootstrap, chroot, binfmt_misc)")
+    logs = tmp_path_factory.mktemp("arm")
+    setup = subprocess.run(["bash", str(SCRIPT), "setup"], capture_output=True, text=True,
+                           timeout=3000)
+    assert setup.returncode == 0, setup.stderr[-2000:]
+    farm = Farm(logs).start()
+    port = free_port()
+    log = open(logs / "board.log", "ab")
+    proc = subprocess.Popen(["bash", str(SCRIPT), "start", farm.tracker, "arm64", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    farm.wait_registered("arm64", 1, timeout=600)  # TVM imports slowly under emulation
+    yield farm
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    farm.stop()
+
+
+def test_emulated_board_end_to_end(cli, board, tmp_path):
+    out = cli.run("devices", "--tracker", board.tracker, "--key", "arm64", "--json",
+                  timeout=600)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    board_fp = info["board"]["fingerprint"]
+    assert board_fp["arch"] == "aarch64"
+    assert info["board"]["target"]["mtriple"].startswith("aarch64")
+    assert board_fp["id"] != info["local"]["fingerprint"]["id"]
+    (tmp_path / "devices.json").write_text(json.dumps(info, indent=1))
+
+    device = f"tracker://{board.tracker}/arm64"
+    out = cli.run("tune", "dwconv:D9", "--trials", "8", "--session", "arm", "--json",
+                  "--device", device, timeout=3000)
+    assert out.returncode == 0, out.stderr
+    events = cli.json_lines(out.stdout)
+    assert events[-1]["state"] == "finished", events[-1]
+    trials = [e for e in events if e["event"] == "trial"]
+    measured = [t for t in trials if not t["error_kind"]]
+    assert len(trials) == 8 and measured, [t["error"] for t in trials][:2]
+    assert all(t["device"] for t in measured)
+    meta = cli.session("arm").meta()
+    assert meta["target"]["mtriple"].startswith("aarch64")
+    assert meta["fingerprint"]["arch"] == "aarch64"
+
+    # The exported, cross-compiled library runs on the board and matches the host.
+    lib = tmp_path / "arm.so"
+    out = cli.run("export", "arm", str(lib), "--json", timeout=1200)
+    assert out.returncode == 0, out.stderr
+    assert b"\x7fELF" == lib.read_bytes()[:4] and lib.read_bytes()[18] == 0xB7  # EM_AARCH64
+
+    import onnxruntime as ort
+    import tvm
+    from tvm import relax
+
+    from tvmtui.devices.rpc import connect_device, parse_device
+
+    x = np.random.default_rng(0).standard_normal((1, 1024, 7, 7)).astype(np.float32)
+    model = (cli.root / "arm" / "model.onnx").read_bytes()
+    reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    sess, _, _ = connect_device(parse_device(device), session_timeout=600, wait=120)
+    sess.upload(str(lib))
+    remote = sess.load_module("arm.so")
+    dev = sess.cpu()
+    vm = relax.VirtualMachine(remote, dev)
+    got = vm["main"](tvm.runtime.tensor(x, device=dev)).numpy()
+    assert np.abs(reference).max() > 0.1 and got.shape == reference.shape
+    assert np.abs(got - reference).max() <= 1e-4
+    (tmp_path / "result.json").write_text(json.dumps({
+        "target": meta["target"], "trials_measured_on_board": len(measured),
+        "max_abs_err": float(np.abs(got - reference).max()), "t": time.time()}))
