@@ -52,3 +52,9 @@ class Cli:
 @pytest.fixture
 def cli(tmp_path) -> Cli:
     return Cli(tmp_path / "sessions")
+
+
+@pytest.fixture(autouse=True)
+def _own_config(tmp_path, monkeypatch):
+    """No test sees the user's saved trackers (`~/.config/tvmtui`)."""
+    monkeypatch.setenv("TVMTUI_CONFIG", str(tmp_path / "config"))
