@@ -4,9 +4,11 @@ Timing protocol (the same for every runtime): each runtime lives in its own proc
 `host`), all pinned to `threads` CPUs when fewer than all. Warm-up runs first; then the
 timed runs are split into rounds, and each round visits the runtimes in a rotated order,
 so slow drift of the machine (frequency, a neighbour's load) spreads over all of them
-instead of landing on one. The garbage collector is off while timing, and a short pause
-between blocks lets the previous runtime's spinning threads go to sleep. Median and
-inter-quartile range are reported.
+instead of landing on one. The garbage collector is off while timing; a 0.25 s rest
+between blocks lets the previous runtime's spinning threads go to sleep, and each block
+starts with at least 50 ms of untimed runs to wake this runtime's threads (and, on a VM,
+the idle virtual CPU: without it timings here were bimodal, 0.47 or 0.93 ms for the same
+ONNX Runtime conv). Median and inter-quartile range are reported.
 
 Parity: tuned TVM (or, without a tuned session, untuned TVM) is the reference. Each
 baseline's outputs on the same frames are compared element by element:

@@ -79,7 +79,13 @@ def _serve(conn, spec: RunnerSpec) -> None:
                 import gc
 
                 gc.disable()
-                runner.invoke(prepared)  # one untimed run wakes this runtime's threads
+                # Untimed runs first (at least 3 and 50 ms): after the rest between blocks
+                # the runtime's threads, and on a VM the idle virtual CPU, need waking.
+                start = time.perf_counter()
+                for i in range(1000):
+                    runner.invoke(prepared)
+                    if i >= 2 and time.perf_counter() - start > 0.05:
+                        break
                 out = []
                 for _ in range(msg[1]):
                     t0 = time.perf_counter()
