@@ -48,10 +48,11 @@ def resolve(root: Path, spec: str, shape_items: list[str] | None) -> BenchTarget
         meta = session.meta()
         device = meta.get("device") or {"kind": "local"}
         if device.get("kind", "local") != "local":
+            from tvmtui.devices.rpc import Device
+
             raise UserError(
-                f"session {spec!r} was tuned on a board ({device.get('host')}:{device.get('port')}"
-                f" {device.get('key', '')}); the baselines run on this machine: export it and "
-                "run `tvmtui bench` on the board itself"
+                f"session {spec!r} was tuned on {Device(**device).url()}; the baselines run on "
+                "this machine's CPU: export it and run `tvmtui bench` where it runs"
             )
         workload = meta["workload"]
         data = session.file(st.model_file(workload)).read_bytes()

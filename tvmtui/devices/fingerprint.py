@@ -30,7 +30,7 @@ ARM_ISA = {
     "bf16": "bf16", "sve": "sve", "sve2": "sve2", "sme": "sme",
 }
 IDENTITY = ("arch", "vendor", "model_name", "family", "model", "stepping", "implementer",
-            "part", "variant", "revision", "cores", "caches", "isa")
+            "part", "variant", "revision", "cores", "caches", "isa", "gpu")
 
 
 @dataclass
@@ -51,6 +51,7 @@ class Fingerprint:
     part: str | None = None
     variant: str | None = None
     revision: str | None = None
+    gpu: dict | None = None  # a session tuned on a GPU: its name and compute capability
     # toolchain and system (recorded, not part of the id)
     kernel: str = ""
     llvm: str | None = None

@@ -22,12 +22,14 @@ def resolve_device(url: str | None, cores: int | None = None,
     """The local CPU, or a board reached through a tracker / server (asked for its facts)."""
     device = parse_device(url)
     override = _parse_target(target_json) if target_json else None
-    if not device.remote:
+    if device.kind == "local":
         from tvmtui.devices.fingerprint import this_fingerprint
         from tvmtui.devices.local import local_cpu_target
 
         return Resolved(device, override or local_cpu_target(cores),
                         this_fingerprint().to_json(), 1)
+    if device.kind == "cuda":
+        return _local_gpu(device, override)
     servers = check_device(device)
     try:
         sess, addr, _ = connect_device(device, session_timeout=60, wait=60)
@@ -52,6 +54,24 @@ def resolve_device(url: str | None, cores: int | None = None,
     if cores:
         target = dict(target, **{"num-cores": cores})
     return Resolved(device, target, info["fingerprint"], servers)
+
+
+def _local_gpu(device: Device, override: dict | None) -> Resolved:
+    """A CUDA GPU of this machine: its `cuda` target; the chip fingerprint plus the GPU's
+    name and compute capability. (No GPU on the development machine: untested there.)"""
+    from tvmtui.devices.fingerprint import Fingerprint, this_fingerprint
+    from tvmtui.devices.local import local_gpus
+
+    gpus = local_gpus()
+    chosen = next((g for g in gpus if str(g["index"]) == device.key), None)
+    if chosen is None:
+        raise UserError(
+            f"no CUDA GPU {device.key} here (TVM sees {len(gpus)}): check nvidia-smi and that "
+            "this apache-tvm build has CUDA enabled"
+        )
+    data = dict(this_fingerprint().to_json(), id="",
+                gpu={"name": chosen["name"], "compute": chosen["compute"]})
+    return Resolved(device, override or chosen["target"], Fingerprint.from_json(data).to_json(), 1)
 
 
 def _parse_target(text: str) -> dict:

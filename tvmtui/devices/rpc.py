@@ -27,20 +27,23 @@ RUN_TIMEOUT_ENV = "TVMTUI_RUN_TIMEOUT"
 
 @dataclass(frozen=True)
 class Device:
-    kind: str  # "local", "tracker" or "rpc"
+    kind: str  # "local", "cuda" (key: GPU index), "tracker" or "rpc"
     host: str = ""
     port: int = 0
     key: str = ""
 
     @property
     def remote(self) -> bool:
-        return self.kind != "local"
+        """Measured through RPC (a board), not by a runner on this machine."""
+        return self.kind in ("tracker", "rpc")
 
     def url(self) -> str:
         if self.kind == "tracker":
             return f"tracker://{self.host}:{self.port}/{self.key}"
         if self.kind == "rpc":
             return f"rpc://{self.host}:{self.port}"
+        if self.kind == "cuda":
+            return f"cuda:{self.key or 0}"
         return "local"
 
     def to_json(self) -> dict:
@@ -48,9 +51,12 @@ class Device:
 
 
 def parse_device(text: str | None) -> Device:
-    """`local` (default), `tracker://HOST:PORT/KEY` or `rpc://HOST:PORT`."""
+    """`local` (default), `cuda[:N]`, `tracker://HOST:PORT/KEY` or `rpc://HOST:PORT`."""
     if not text or text in ("local", "cpu", "local-cpu"):
         return Device("local")
+    gpu = text.partition(":")
+    if gpu[0] in ("cuda", "gpu") and (not gpu[2] or gpu[2].isdigit()):
+        return Device("cuda", key=gpu[2] or "0")
     url = urlparse(text)
     try:
         port = url.port
@@ -61,7 +67,7 @@ def parse_device(text: str | None) -> Device:
     if url.scheme == "rpc" and url.hostname and port:
         return Device("rpc", url.hostname, port)
     raise UserError(
-        f"bad --device {text!r}: use local, tracker://HOST:PORT/KEY or rpc://HOST:PORT"
+        f"bad --device {text!r}: use local, cuda:N, tracker://HOST:PORT/KEY or rpc://HOST:PORT"
     )
 
 

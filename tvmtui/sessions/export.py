@@ -26,7 +26,7 @@ def export_session(session: st.Session, out: Path) -> dict:
             if dropped:
                 notes.append(f"repaired {name}: dropped {dropped} line(s) cut short by a crash")
     stored = meta.get("fingerprint")
-    if stored and meta.get("device", {}).get("kind", "local") == "local":
+    if stored and meta.get("device", {}).get("kind", "local") in ("local", "cuda"):
         from tvmtui.devices.fingerprint import differences, this_fingerprint
 
         here = this_fingerprint().to_json()

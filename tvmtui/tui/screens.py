@@ -239,7 +239,7 @@ class LiveScreen(Screen):
 
     def _render_boards(self) -> None:
         device = self.source.meta.get("device") or {"kind": "local"}
-        if device.get("kind", "local") == "local":
+        if device.get("kind", "local") not in ("tracker", "rpc"):
             return
         from tvmtui.devices.rpc import Device
 
@@ -559,7 +559,7 @@ class LaunchScreen(Screen):
         rows: list[tuple[str, str, bool]] = []
         try:
             for gpu in local_gpus():
-                rows.append((f"gpu{gpu['index']}", f"GPU {gpu['name']} sm_{gpu['compute']}", False))
+                rows.append((f"cuda:{gpu['index']}", f"GPU {gpu['name']} sm_{gpu['compute']}", False))
         except Exception:  # noqa: BLE001 - a runtime without CUDA has no GPUs to list
             pass
         for address in saved_trackers():
@@ -646,10 +646,6 @@ class LaunchScreen(Screen):
         baselines = list(self.query_one("#baselines", SelectionList).selected)
         devices = self.query_one("#devices", OptionList)
         device = devices.get_option_at_index(devices.highlighted or 0).id or "local"
-        if device.startswith("gpu"):
-            self.notify("GPU tuning is not wired up yet: pick the CPU or a board",
-                        severity="warning")
-            return
         self.app.start_tuning(spec, shapes, trials, name, baselines, device)
 
 

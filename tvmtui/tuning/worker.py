@@ -190,7 +190,7 @@ class Tuner:
         )
         run_timeout = float(self.options.get("run_timeout", 30))
         device = self.meta.get("device") or {"kind": "local"}
-        if device.get("kind", "local") == "local":
+        if device.get("kind", "local") in ("local", "cuda"):
             self.runner = ms.runner.LocalRunner(timeout_sec=run_timeout, evaluator_config=evaluator)
         else:
             self.runner = self._rpc_runner(device, evaluator, run_timeout)
