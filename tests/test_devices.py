@@ -9,6 +9,8 @@ from collections import Counter
 
 import pytest
 
+from tvmtui.devices.local import local_gpus
+
 from .rpc_farm import Farm, free_port
 
 
@@ -133,7 +135,9 @@ def test_bad_device_input(cli, farm):
         (("tune", "dwconv:D9", "--device", "tracker://127.0.0.1"), "bad --device"),
         (("tune", "dwconv:D9", "--device", f"tracker://{farm.tracker}/nokey"),
          "no server is registered under key 'nokey'"),
-    ]:
+        (("tune", "dwconv:D9", "--device", "gpu7x"), "bad --device"),
+    ] + ([] if local_gpus() else [(("tune", "dwconv:D9", "--device", "cuda:0"),
+                                   "no CUDA GPU 0 here")]):
         out = cli.run(*args)
         assert out.returncode == 2, (args, out.stderr)
         assert words in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
