@@ -41,6 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tracker", help="HOST:PORT of the RPC tracker to register with")
     ap.add_argument("--key", default="", help="device key to register under")
     args = ap.parse_args(argv)
+    import os
+
+    from tvmtui.devices.local import cpu_count
+
+    # Unset, TVM on x86 uses half the hardware threads (it assumes hyper-threading).
+    os.environ.setdefault("TVM_NUM_THREADS", str(cpu_count()))
     from tvm import rpc
 
     tracker = None

@@ -76,6 +76,8 @@ def export_session(session: st.Session, out: Path) -> dict:
         "device": meta.get("device", {"kind": "local"}),
         "fingerprint": meta.get("fingerprint"),
         "compile_s": round(time.time() - start, 2),
+        # TVM on x86 runs half the hardware threads unless told (it assumes hyper-threading).
+        "run_with": {"TVM_NUM_THREADS": int(meta["target"].get("num-cores", 1))},
         "exported": time.time(),
         "notes": notes,
     }

@@ -553,6 +553,11 @@ def run(session_path: Path) -> int:
         print(f"tvmtui worker: session {session.name} already has a worker", file=sys.stderr)
         return 1
     meta = session.meta()
+    if (meta.get("device") or {}).get("kind", "local") in ("local", "cuda"):
+        # The runner's processes inherit this. Unset, TVM on x86 halves the hardware
+        # threads (it assumes hyper-threading): 1 thread on a 2-vCPU machine, so every
+        # candidate would be measured, and ranked, single-threaded.
+        os.environ["TVM_NUM_THREADS"] = str(int(meta["target"].get("num-cores", 1)))
     control = Control(budget=int(meta["budget"]))
     control_thread = ControlThread(session_path, control, after=session.last_command_id())
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
