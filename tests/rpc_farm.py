@@ -92,3 +92,14 @@ class Farm:
             except ProcessLookupError:
                 pass
             proc.wait()
+
+
+def standalone_server(log_dir) -> tuple[subprocess.Popen, int]:
+    """One `tvmtui.devices.server` with no tracker (an `rpc://HOST:PORT` device)."""
+    port = free_port()
+    log = open(log_dir / f"standalone-{port}.log", "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "tvmtui.devices.server", "--host", "127.0.0.1",
+                             "--port", str(port), "--port-end", str(port + 1)],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    _wait_port(port)
+    return proc, port

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections import Counter
 
@@ -11,7 +13,7 @@ import pytest
 
 from tvmtui.devices.local import local_gpus
 
-from .rpc_farm import Farm, free_port
+from .rpc_farm import Farm, free_port, standalone_server
 
 
 @pytest.fixture
@@ -89,6 +91,22 @@ def test_farm_spreads_trials_survives_a_lost_board_and_resumes(cli, farm):
     assert all(t["device"] == f"127.0.0.1:{first}" for t in fresh if not t["error_kind"])
     hashes = [t["shash"] for t in trials]
     assert len(hashes) == len(set(hashes))
+
+
+def test_single_rpc_server(cli, tmp_path):
+    proc, port = standalone_server(tmp_path)
+    try:
+        out = cli.run("tune", "dwconv:D9", "--trials", "8", "--session", "one", "--json",
+                      "--device", f"rpc://127.0.0.1:{port}")
+        assert out.returncode == 0, out.stderr
+        trials = _trials(cli, "one")
+        assert len(trials) == 8
+        assert all(t["device"] == f"127.0.0.1:{port}" for t in trials if not t["error_kind"])
+        assert any(not t["error_kind"] for t in trials)
+        assert cli.session("one").meta()["device"]["kind"] == "rpc"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def test_transfer_on_a_different_chip(cli):
