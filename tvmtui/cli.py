@@ -483,7 +483,8 @@ def _print_bench(report) -> None:
     table = Table(title=f"{report.workload} · {report.threads} thread(s) · parity vs "
                         f"{report.reference or '-'} on {report.frames} frame(s), tol {report.tolerance:g}")
     for col in ("baseline", "median ms", "IQR ms", "runs", "speedup", "parity", "runtime"):
-        table.add_column(col, justify="right" if "ms" in col or col in ("runs", "speedup") else "left")
+        table.add_column(col, justify="right" if "ms" in col or col in ("runs", "speedup") else "left",
+                         no_wrap=col != "runtime", overflow="fold" if col == "runtime" else "ellipsis")
     missing = []
     for row in report.baselines:
         if not row.available:

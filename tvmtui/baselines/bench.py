@@ -261,7 +261,7 @@ def _spec(req: BenchRequest, name: str, trials: int | None) -> RunnerSpec:
         except UserError as exc:
             raise rn.Unavailable(str(exc)) from None
         return RunnerSpec(**common, library=lib,
-                          detail=f"TVM + MetaSchedule, {trials} trials ({req.session.name})")
+                          detail=f"TVM + MetaSchedule, {trials} trials")
     if name == "tvm-untuned":
         return RunnerSpec(**common, library=untuned_library(req.model, req.target),
                           detail="TVM, no tuning records")
