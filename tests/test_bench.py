@@ -7,6 +7,7 @@ import asyncio
 import io
 import json
 import shutil
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -126,7 +127,7 @@ def test_parity_gate_rejects_a_perturbed_tvm_build(tuned):
         assert row.parity.passed is False
         assert row.parity.max_abs_err > 1e-3
         assert row.speedup is None and row.speedup_unchecked > 0
-        assert fmt.speedup_cell(row) == "FAILED parity"
+        assert fmt.speedup_cell(asdict(row)) == "FAILED parity"
     assert report.summary()["speedup"] is None
     assert set(report.summary()["failed"]) == {"onnxruntime", "tflite"}
 

@@ -66,7 +66,6 @@ def test_farm_spreads_trials_survives_a_lost_board_and_resumes(cli, farm):
     while farm.server_log(second).count("start serving") == seen and time.time() < deadline:
         time.sleep(0.02)
     farm.kill_server(second)
-    killed_at = time.time()
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err
     assert cli.json_lines(out)[-1]["state"] == "finished"
@@ -80,7 +79,6 @@ def test_farm_spreads_trials_survives_a_lost_board_and_resumes(cli, farm):
     assert all(t["device"] in (None, f"127.0.0.1:{second}") for t in lost)
     late = [t for t in trials if not t["error_kind"] and t["trial"] > lost[-1]["trial"]]
     assert late and all(t["device"] == f"127.0.0.1:{first}" for t in late)
-    assert time.time() > killed_at
 
     # The session resumes on the surviving board; numbering continues, nothing re-measured.
     out = cli.run("resume", "farm", "--trials", "16", "--json")

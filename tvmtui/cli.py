@@ -176,10 +176,11 @@ def cmd_tune(args) -> int:
             f"session {name!r} already exists in {root}; pick another --session name, "
             f"or `tvmtui resume {name}`"
         )
-    from tvmtui.devices.resolve import resolve_device
+    from tvmtui.devices.resolve import parse_target, resolve_device
     from tvmtui.sessions.launch import same_chip_sessions
 
-    resolved = resolve_device(args.device, args.cores, args.target)
+    resolved = resolve_device(args.device, args.cores,
+                              parse_target(args.target) if args.target else None)
     target = resolved.target
     if not args.json:
         for prior in same_chip_sessions(root, workload.graph_hash, target,
@@ -281,7 +282,7 @@ def _check_chip(session: st.Session, meta: dict, args) -> None:
 
     device = meta.get("device") or {"kind": "local"}
     url = None if device.get("kind", "local") == "local" else _device_url(device)
-    here = resolve_device(url, target_json=json.dumps(meta["target"])).fingerprint
+    here = resolve_device(url, override=meta["target"]).fingerprint
     stored = meta.get("fingerprint")
     if not stored:
         session.set_meta(fingerprint=here)
@@ -432,8 +433,6 @@ def cmd_export(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    import os
-
     from tvmtui.devices.local import cpu_count
 
     threads = args.threads or cpu_count()
@@ -441,8 +440,6 @@ def cmd_bench(args) -> int:
         raise UserError("--threads, --frames and --repeats must be at least 1")
     if not args.tolerance > 0:
         raise UserError(f"--tolerance must be positive (got {args.tolerance})")
-    # TVM's runtime reads this when its thread pool starts; the runners also set it.
-    os.environ["TVM_NUM_THREADS"] = str(threads)
     from tvmtui.baselines import frames as fr
     from tvmtui.baselines.bench import BenchRequest, parse_baselines, run_bench
     from tvmtui.baselines.resolve import resolve, save_report
@@ -486,13 +483,14 @@ def _print_bench(report) -> None:
         table.add_column(col, justify="right" if "ms" in col or col in ("runs", "speedup") else "left",
                          no_wrap=col != "runtime", overflow="fold" if col == "runtime" else "ellipsis")
     missing = []
-    for row in report.baselines:
-        if not row.available:
-            table.add_row(row.name, "-", "-", "-", "-", "-", "[dim]not available (below)[/]")
-            missing.append(f"{row.name}: {row.reason}")
+    for row in report.to_json()["baselines"]:
+        if not row["available"]:
+            table.add_row(row["name"], "-", "-", "-", "-", "-", "[dim]not available (below)[/]")
+            missing.append(f"{row['name']}: {row['reason']}")
             continue
-        table.add_row(row.name, fmt.ms(row.median_ms), fmt.ms(row.iqr_ms), str(row.runs),
-                      fmt.speedup_cell(row), fmt.parity_cell(row.parity), row.detail or "")
+        table.add_row(row["name"], fmt.ms(row["median_ms"]), fmt.ms(row["iqr_ms"]),
+                      str(row["runs"]), fmt.speedup_cell(row), fmt.parity_cell(row["parity"]),
+                      row["detail"] or "")
     console = Console()
     console.print(table)
     for line in missing:

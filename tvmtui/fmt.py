@@ -43,22 +43,24 @@ def session_cells(summary) -> tuple[str, ...]:
     )
 
 
-def speedup_cell(row) -> str:
-    """A baseline row's speedup: `2.31x`, `FAILED parity` (never a number), or `-`."""
-    if row.parity is not None and not row.parity.passed:
+def speedup_cell(row: dict) -> str:
+    """A bench row (JSON) as its speedup: `2.31x`, `FAILED parity` (never a number), or `-`."""
+    parity = row.get("parity")
+    if parity and not parity["passed"]:
         return "FAILED parity"
-    if row.speedup is None:
+    if row.get("speedup") is None:
         return "-"
-    return f"{row.speedup:.2f}x"
+    return f"{row['speedup']:.2f}x"
 
 
-def parity_cell(parity) -> str:
-    if parity is None:
+def parity_cell(parity: dict | None) -> str:
+    """A bench row's parity (JSON): `ok 6.4e-06`, `FAIL 3.1e-02` or `FAIL: <why>`."""
+    if not parity:
         return "-"
-    if parity.error:
-        return f"FAIL: {parity.error}"
-    mark = "ok" if parity.passed else "FAIL"
-    return f"{mark} {parity.max_rel_err:.1e}"
+    if parity.get("error"):
+        return f"FAIL: {parity['error']}"
+    mark = "ok" if parity["passed"] else "FAIL"
+    return f"{mark} {parity['max_rel_err']:.1e}"
 
 
 def session_speedup(bench: dict | None) -> str:

@@ -41,7 +41,6 @@ def _load(spec: RunnerSpec):
 def _serve(conn, spec: RunnerSpec) -> None:
     """The child's loop: load, then answer until told to quit or the pipe closes."""
     os.environ["TVM_NUM_THREADS"] = str(spec.threads)
-    os.environ["OMP_NUM_THREADS"] = str(spec.threads)
     from tvmtui.baselines import runners as rn
 
     try:

@@ -24,14 +24,15 @@ class BenchTarget:
 
 
 def _matching_session(root: Path, graph_hash: str, target: dict) -> st.Session | None:
-    """The tuned session with this graph and target that reached the lowest latency."""
+    """The session that tuned this graph for this target on this very chip and reached the
+    lowest latency (a tune from another chip is not this chip's tuned build)."""
+    from tvmtui.devices.fingerprint import this_fingerprint
+    from tvmtui.sessions.launch import same_chip_sessions
     from tvmtui.sessions.msdb import count_records
 
-    found, _ = st.list_sessions(root)
     hits = [
-        s for s in found
-        if s.graph_hash == graph_hash and s.target == target and s.best_ms is not None
-        and count_records(st.resolve_root(root, s.name) / s.name / st.RECORD_DB) > 0
+        s for s in same_chip_sessions(root, graph_hash, target, this_fingerprint().id)
+        if s.best_ms is not None and count_records(root / s.name / st.RECORD_DB) > 0
     ]
     if not hits:
         return None
@@ -74,11 +75,11 @@ def resolve(root: Path, spec: str, shape_items: list[str] | None) -> BenchTarget
     if session is None:
         return BenchTarget(
             model, target, workload.graph_hash, None, writable=False,
-            tuned_reason=f"no tuned session of {workload.name} on this target in {root}; "
+            tuned_reason=f"no tuned session of {workload.name} on this target and chip in {root}; "
             f"tune it first: tvmtui tune {spec}",
         )
-    return BenchTarget(model, target, workload.graph_hash, session,
-                       writable=st.resolve_root(root, session.name) == root, tuned_reason=None,
+    return BenchTarget(model, target, workload.graph_hash, session, writable=True,
+                       tuned_reason=None,
                        note=f"tvm-tuned uses session {session.name!r} (same graph and target)")
 
 

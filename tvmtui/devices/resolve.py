@@ -18,10 +18,9 @@ class Resolved:
 
 
 def resolve_device(url: str | None, cores: int | None = None,
-                   target_json: str | None = None) -> Resolved:
+                   override: dict | None = None) -> Resolved:
     """The local CPU, or a board reached through a tracker / server (asked for its facts)."""
     device = parse_device(url)
-    override = _parse_target(target_json) if target_json else None
     if device.kind == "local":
         from tvmtui.devices.fingerprint import this_fingerprint
         from tvmtui.devices.local import local_cpu_target
@@ -74,7 +73,8 @@ def _local_gpu(device: Device, override: dict | None) -> Resolved:
     return Resolved(device, override or chosen["target"], Fingerprint.from_json(data).to_json(), 1)
 
 
-def _parse_target(text: str) -> dict:
+def parse_target(text: str) -> dict:
+    """`--target`: a TVM target as a JSON object."""
     try:
         target = json.loads(text)
     except json.JSONDecodeError as exc:

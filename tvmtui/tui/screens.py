@@ -541,27 +541,30 @@ class LaunchScreen(Screen):
 
     @work(thread=True, exclusive=True)
     def detect_device(self) -> None:
-        """LLVM's name for this CPU needs TVM: ask for it off the UI thread."""
-        target = self.app.local_target()
-        self.app.call_from_thread(self._show_device, target)
+        """LLVM's name for this CPU and the CUDA GPUs need TVM: ask once, off the UI thread."""
+        from tvmtui.devices.local import local_gpus
 
-    def _show_device(self, target: dict) -> None:
+        target = self.app.local_target()
+        try:
+            gpus = local_gpus()
+        except Exception:  # noqa: BLE001 - a runtime without CUDA has no GPUs to list
+            gpus = []
+        self.app.call_from_thread(self._show_device, target, gpus)
+
+    def _show_device(self, target: dict, gpus: list[dict]) -> None:
         devices = self.query_one("#devices", OptionList)
         devices.replace_option_prompt("local", f"local CPU  {describe_target(target)}")
+        devices.add_options([
+            Option(f"GPU {g['name']} sm_{g['compute']}", id=f"cuda:{g['index']}") for g in gpus
+        ])
 
     @work(thread=True, exclusive=True, group="trackers")
     def refresh_trackers(self) -> None:
-        """Local GPUs and each saved tracker's keys (total/free/pending), off the UI."""
+        """Each saved tracker's keys (total/free/pending), off the UI thread."""
         from tvmtui.devices import rpc
-        from tvmtui.devices.local import local_gpus
         from tvmtui.devices.trackers import saved_trackers
 
         rows: list[tuple[str, str, bool]] = []
-        try:
-            for gpu in local_gpus():
-                rows.append((f"cuda:{gpu['index']}", f"GPU {gpu['name']} sm_{gpu['compute']}", False))
-        except Exception:  # noqa: BLE001 - a runtime without CUDA has no GPUs to list
-            pass
         for address in saved_trackers():
             host, port = rpc.parse_hostport(address)
             try:
@@ -580,7 +583,7 @@ class LaunchScreen(Screen):
     def _show_remote(self, rows: list[tuple[str, str, bool]]) -> None:
         devices = self.query_one("#devices", OptionList)
         chosen = devices.highlighted
-        keep = [o for o in devices.options if o.id == "local"]
+        keep = [o for o in devices.options if o.id == "local" or o.id.startswith("cuda:")]
         devices.clear_options()
         devices.add_options([*keep, *[Option(p, id=i, disabled=d) for i, p, d in rows]])
         devices.highlighted = chosen if chosen is not None and chosen < devices.option_count else 0

@@ -14,6 +14,7 @@ from tvmtui.devices.local import describe_target
 from tvmtui.fmt import hms as fmt_hms
 from tvmtui.fmt import mflop as fmt_mflop
 from tvmtui.fmt import ms as fmt_ms
+from tvmtui.fmt import parity_cell, speedup_cell
 from tvmtui.sessions.view import SessionView
 from tvmtui.stats import spearman
 
@@ -185,7 +186,7 @@ class BaselinePanel(Static):
     """Baselines beside tuned TVM: latency, speedup and parity, from the session's latest
     `tvmtui bench` report; a failed parity check shows as FAILED, never as a speedup."""
 
-    COLUMNS = "{:<12} {:>10} {:>9} {:>9}  {}"
+    COLUMNS = "{:<12} {:>10} {:>9} {:>14}  {}"
 
     def show(self, view: SessionView, running_since: float | None = None) -> None:
         lines = [Text.assemble(("tuned TVM", "bold"),
@@ -214,23 +215,12 @@ class BaselinePanel(Static):
                                   style="dim"))
                 missing.append(Text(f"{row['name']}: {row['reason']}", style="dim"))
                 continue
-            parity = row.get("parity") or {}
-            failed = bool(parity) and not parity.get("passed")
-            if failed:
-                speed, style = "FAILED", "bold red"
-            elif row.get("speedup") is None:
-                speed, style = "-", ""
-            else:
-                speed = f"{row['speedup']:.2f}x"
-                style = "green" if row["speedup"] >= 1 else ""
-            if not parity:
-                check = "-"
-            elif parity.get("error"):
-                check = f"FAIL {parity['error']}"
-            else:
-                check = f"{'ok' if parity['passed'] else 'FAIL'} {parity['max_rel_err']:.1e}"
-            lines.append(Text(self.COLUMNS.format(row["name"], fmt_ms(row["median_ms"]),
-                                                  fmt_ms(row["iqr_ms"]), speed, check), style=style))
+            speed = speedup_cell(row)
+            style = ("bold red" if speed.startswith("FAILED")
+                     else "green" if (row.get("speedup") or 0) >= 1 else "")
+            lines.append(Text(self.COLUMNS.format(
+                row["name"], fmt_ms(row["median_ms"]), fmt_ms(row["iqr_ms"]), speed,
+                parity_cell(row.get("parity"))), style=style))
         self.update(Text("\n").join(lines + missing))
 
 

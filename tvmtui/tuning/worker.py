@@ -308,7 +308,6 @@ class Tuner:
                 if res.run_secs and res.error_msg is None:
                     self.database.commit_tuning_record(ms.database.TuningRecord(
                         cand.sch.trace, workload, res.run_secs, self.target, cand.args_info))
-            self.memory.in_flight += len(candidates)
             self.record_batch(task_id, candidates, built, results, remeasured=True)
             for b in built:
                 if b.artifact_path:
