@@ -21,7 +21,7 @@ def main() -> None:
     import tvm
     from tvm import relax
 
-    from tvmtui.tuning.tvm_env import onnx_to_relax, tflite_to_relax
+    from tvmtui.graph.relax_import import onnx_to_relax, tflite_to_relax
     from tvmtui.workloads.litert import make_interpreter
     from tvmtui.workloads.nets import NETS, network_files
 

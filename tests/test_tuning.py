@@ -34,7 +34,7 @@ def _untuned(workload: str, x: np.ndarray) -> np.ndarray:
     import tvm
     from tvm import relax
 
-    from tvmtui.tuning.tvm_env import onnx_to_relax
+    from tvmtui.graph.relax_import import onnx_to_relax
     from tvmtui.workloads import load_workload
 
     wl = load_workload(workload)

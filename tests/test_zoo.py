@@ -27,7 +27,7 @@ def test_network_is_valid_onnx_and_tvm_matches_onnxruntime(name):
     import tvm
     from tvm import relax
 
-    from tvmtui.tuning.tvm_env import onnx_to_relax
+    from tvmtui.graph.relax_import import onnx_to_relax
 
     workload = load_workload(name)
     model = onnx.load_from_string(workload.model_bytes)
@@ -110,7 +110,7 @@ def test_twins_agree_onnxruntime_litert_and_tvm_from_tflite(name):
     import tvm
     from tvm import relax
 
-    from tvmtui.tuning.tvm_env import tflite_to_relax
+    from tvmtui.graph.relax_import import tflite_to_relax
     from tvmtui.workloads.nets import build_tflite_net
 
     spec = NETS[name]

@@ -137,12 +137,14 @@ def _render(view, name: str):
         f"elapsed {fmt.hms(view.elapsed_s())}   ETA {fmt.hms(view.eta_s())}"
     )
     table = Table(expand=False, pad_edge=False)
-    for col in ("#", "task", "MFLOP", "weight", "trials", "best ms", "GFLOPS", "errors b/r"):
-        table.add_column(col, justify="left" if col == "task" else "right")
+    for col in ("#", "task", "variant", "MFLOP", "weight", "trials", "best ms", "GFLOPS",
+                "errors b/r"):
+        table.add_column(col, justify="left" if col in ("task", "variant") else "right")
     for row in view.tasks:
         table.add_row(
             str(row.index),
             row.name,
+            view.label(row.variant),
             fmt.mflop(row.flops),
             str(row.weight),
             str(row.trials),
@@ -150,7 +152,9 @@ def _render(view, name: str):
             f"{row.gflops:.1f}" if row.gflops else "-",
             f"{row.build_errors}/{row.run_errors}",
         )
-    parts = [head, stats, table]
+    from tvmtui.sessions.view import variants_line
+
+    parts = [head, stats, *([Text(line)] if (line := variants_line(view)) else []), table]
     if view.reason and view.state not in ("running",):
         parts.append(Text(view.reason, style="dim"))
     parts.extend(Text(f"! {n}", style="yellow") for n in view.notices[-3:])
@@ -188,7 +192,14 @@ def cmd_tune(args) -> int:
             print(f"note: session {prior.name!r} already tuned {workload.name} on this chip "
                   f"({prior.trials} trials, best {fmt.ms(prior.best_ms)} ms): "
                   f"`tvmtui resume {prior.name} --trials N` continues it", file=sys.stderr)
+    from tvmtui.graph.variants import parse_variants
+
+    try:
+        variants = parse_variants(args.variants)
+    except ValueError as exc:
+        raise UserError(f"--variants: {exc}") from None
     options = {
+        "variants": variants,
         "batch": args.batch,
         "population": args.population,
         "genetic_iters": args.genetic_iters,
@@ -496,8 +507,12 @@ def _print_bench(report) -> None:
     for line in missing:
         console.print(f"  {line}", style="dim", highlight=False)
     if report.session:
-        print(f"tuned build: session {report.session} ({report.tuned_trials} trials); "
-              f"bench took {report.seconds:.0f} s")
+        print(f"tuned build: session {report.session} ({report.tuned_trials} trials), "
+              f"variant {report.variant}; bench took {report.seconds:.0f} s")
+        for layer in report.layers:
+            share = f"{layer['share'] * 100:.0f}%" if layer["share"] is not None else "-"
+            print(f"  {layer['name']:<40} {layer['variant_label']:<10} x{layer['weight']} "
+                  f"{fmt.ms(layer['best_ms'])} ms  {share}")
 
 
 def cmd_devices(args) -> int:
@@ -579,9 +594,12 @@ def cmd_sessions(args) -> int:
     if not args.name:
         raise UserError(f"`tvmtui sessions {args.action}` needs a session name")
     if args.action == "show":
+        from tvmtui.sessions.view import view_of
+
         session = _open(args, args.name)
         summary = session.summary()
         meta = session.meta()
+        view = view_of(session)
         obj = summary.to_json()
         obj.update(
             {
@@ -593,6 +611,16 @@ def cmd_sessions(args) -> int:
                 "transfer": meta.get("transfer"),
                 "events": session.count_events(None),
                 "path": str(session.path),
+                "variant": view.variant,
+                "variant_label": view.label(view.variant),
+                "variants_ms": view.variants_ms,
+                "tasks": [
+                    {"index": r.index, "name": r.name, "variant": r.variant,
+                     "variant_label": view.label(r.variant), "weights": r.weights,
+                     "trials": r.trials, "best_ms": r.best_s * 1000 if r.best_s else None,
+                     "gflops": r.gflops}
+                    for r in view.tasks
+                ],
             }
         )
         if args.json:
@@ -676,14 +704,18 @@ def cmd_zoo(args) -> int:
 def _zoo_show(row: dict, as_json: bool) -> int:
     """The workload card, with the number of MetaSchedule tasks for this CPU."""
     from tvmtui.devices.local import local_cpu_target
-    from tvmtui.tuning.tvm_env import extract_tasks, import_tvm, model_to_relax
+    from tvmtui.graph.relax_import import load_relax
+    from tvmtui.graph.variants import extract_tasks, prepare
+    from tvmtui.tuning.tvm_env import import_tvm
     from tvmtui.workloads import load_workload
 
     workload = load_workload(row["name"])
     target = local_cpu_target()
     tvm = import_tvm(target)
-    mod = model_to_relax(workload.format, workload.model_bytes, workload.input_shapes)
-    tasks = extract_tasks(mod, tvm.target.Target(target))
+    target = tvm.target.Target(target)
+    mod, _ = prepare(load_relax(workload.format, workload.model_bytes, workload.input_shapes),
+                     target)
+    tasks = extract_tasks(mod, target)
     card = dict(row, graph_hash=workload.graph_hash, tasks=len(tasks),
                 task_names=[t.task_name for t in tasks])
     if as_json:
@@ -763,6 +795,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--warmup-samples", type=int, default=32, help="samples before the cost model guides"
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--variants", default="all",
+        help="layout/algorithm variants to search: all (default) or a list of nchw, nchwc "
+        "(channel-blocked), winograd; the fastest measured is what export builds",
+    )
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("resume", parents=[common], help="continue a paused or ended session")

@@ -75,6 +75,8 @@ class BenchReport:
     session: str | None
     tuned_trials: int | None
     baselines: list[BaselineResult]
+    variant: str | None = None  # the layout/algorithm variant tuned TVM runs
+    layers: list[dict] = field(default_factory=list)  # per task of it: variant, best, share
     notes: list[str] = field(default_factory=list)
     created: float = field(default_factory=time.time)
     seconds: float = 0.0
@@ -208,13 +210,17 @@ def untuned_library(model: BenchModel, target: dict) -> Path:
     path = builds_dir() / f"untuned-{_build_key(model.files[model.native], target, model.input_shapes)}.so"
     if path.exists():
         return path
-    from tvmtui.tuning.tvm_env import import_tvm, model_to_relax
+    from tvmtui.graph.relax_import import load_relax
+    from tvmtui.graph.variants import prepare
+    from tvmtui.tuning.tvm_env import import_tvm
 
     tvm = import_tvm(target)
     from tvm import relax
 
-    mod = model_to_relax(model.native, model.files[model.native], model.input_shapes)
-    executable = relax.build(mod, target=tvm.target.Target(target))
+    tvm_target = tvm.target.Target(target)
+    mod, _ = prepare(load_relax(model.native, model.files[model.native], model.input_shapes),
+                     tvm_target)
+    executable = relax.build(mod, target=tvm_target)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.stem}.{os.getpid()}.so")
     executable.export_library(str(tmp))
@@ -232,7 +238,8 @@ def tuned_library(session) -> Path:
     data = records.read_bytes() if records.exists() else b""
     meta = session.meta()
     model = session.file(st.model_file(meta["workload"])).read_bytes()
-    key = _build_key(data, model, meta["workload"]["input_shapes"], meta["target"])
+    key = _build_key(data, model, meta["workload"]["input_shapes"], meta["target"],
+                     meta.get("variant") or "nchw")
     path = builds_dir() / f"tuned-{key}.so"
     if not path.exists():
         export_session(session, path)
@@ -318,7 +325,17 @@ def run_bench(req: BenchRequest) -> BenchReport:
             row.speedup_unchecked = row.median_ms / tuned.median_ms
             if row.parity is not None and row.parity.passed:
                 row.speedup = row.speedup_unchecked
+    variant, layers = None, []
+    if session is not None:
+        from tvmtui.sessions.view import view_of
+
+        view = view_of(session)
+        variant, layers = view.label(view.variant), view.layers()
+        for layer in layers:
+            layer["variant_label"] = view.label(layer["variant"])
     return BenchReport(
+        variant=variant,
+        layers=layers,
         workload=req.model.name,
         graph_hash=req.graph_hash,
         target=req.target,

@@ -41,25 +41,30 @@ def export_session(session: st.Session, out: Path) -> dict:
             f"session {session.name!r} has no tuning records yet; tune it before exporting"
         )
 
-    from tvmtui.tuning.tvm_env import import_tvm, model_to_relax
+    from tvmtui.graph import variants as gv
+    from tvmtui.graph.relax_import import load_relax
+    from tvmtui.tuning.tvm_env import import_tvm
 
     tvm = import_tvm(meta["target"])
     from tvm.s_tir import meta_schedule as ms
 
     target = tvm.target.Target(meta["target"])
     workload = meta["workload"]
-    mod = model_to_relax(
+    base = load_relax(
         workload.get("format", "onnx"),
         session.file(st.model_file(workload)).read_bytes(),
         workload["input_shapes"],
     )
+    # The variant the worker measured fastest (sessions from before variants: stock).
+    variant = meta.get("variant") or gv.DEFAULT
+    mod, plan = gv.prepare(base, target, variant)
     database = ms.database.JSONDatabase(
         path_workload=str(session.file(st.WORKLOAD_DB)),
         path_tuning_record=str(session.file(st.RECORD_DB)),
         module_equality="structural",
     )
     start = time.time()
-    executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
+    executable = gv.compile_tuned(database, mod, target)
     from tvmtui.devices.cross import export_options
 
     executable.export_library(str(lib_path), **export_options(meta["target"]))
@@ -71,6 +76,8 @@ def export_session(session: st.Session, out: Path) -> dict:
         "input_shapes": meta["workload"]["input_shapes"],
         "target": meta["target"],
         "best_ms": meta.get("best_ms"),
+        "variant": variant,
+        "variant_label": plan.label,
         "trials": meta.get("trials", 0),
         "versions": meta.get("versions", {}),
         "device": meta.get("device", {"kind": "local"}),

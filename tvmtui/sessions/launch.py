@@ -32,6 +32,10 @@ def create_session(
         fingerprint = this_fingerprint().to_json()
     if budget < 1:
         raise UserError(f"--trials must be at least 1 (got {budget})")
+    from tvmtui.graph.variants import VARIANTS
+
+    # New sessions search every layout/algorithm variant unless told otherwise.
+    options = dict(options, variants=list(options.get("variants") or VARIANTS))
     session = st.Session.create(
         root,
         name,

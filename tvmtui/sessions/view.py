@@ -22,6 +22,8 @@ class TaskRow:
     best_s: float | None = None
     build_errors: int = 0
     run_errors: int = 0
+    variant: str = "nchw"  # the layout/algorithm the task implements, or "shared"
+    weights: dict = field(default_factory=dict)  # variant -> times that variant runs it
 
     @property
     def gflops(self) -> float | None:
@@ -70,6 +72,9 @@ class SessionView:
     trials: int = 0
     best_ms: float | None = None
     tasks: list[TaskRow] = field(default_factory=list)
+    variant: str = "nchw"  # the fastest complete variant (what export builds)
+    variants_ms: dict = field(default_factory=dict)  # variant -> estimate ms (None: incomplete)
+    variant_labels: dict = field(default_factory=dict)  # variant -> "NCHW8c", ...
     notices: list[str] = field(default_factory=list)
     recent: deque = field(default_factory=lambda: deque(maxlen=200))
     estimates: deque = field(default_factory=lambda: deque(maxlen=2000))  # (trials, best_ms)
@@ -95,9 +100,10 @@ class SessionView:
             self.state = "starting"
         elif kind == ev.TASKS_EXTRACTED:
             if not self.tasks:
-                self.tasks = [
-                    TaskRow(t["index"], t["name"], t["flops"], t["weight"]) for t in e["tasks"]
-                ]
+                infos = [ev.TaskInfo.from_json(t) for t in e["tasks"]]
+                self.tasks = [TaskRow(i.index, i.name, i.flops, i.weight, variant=i.variant,
+                                      weights=i.weights) for i in infos]
+            self.variant_labels = {v: p["label"] for v, p in (e.get("variants") or {}).items()}
         elif kind == ev.TRIAL:
             self.trials = max(self.trials, e["trial"])
             if e.get("device") or e.get("error_kind") in (ev.QUEUE_TIMEOUT, ev.DEVICE_LOST):
@@ -123,6 +129,8 @@ class SessionView:
                         self.pairs.append((e["predicted"], row.flops / lat / 1e9))
         elif kind == ev.ROUND_DONE:
             self.best_ms = e.get("best_ms")
+            self.variant = e.get("variant", self.variant)
+            self.variants_ms = e.get("variants_ms") or self.variants_ms
             self.budget = e.get("budget", self.budget)
             if self.best_ms is not None:
                 self.estimates.append((e["trials"], self.best_ms))
@@ -135,6 +143,26 @@ class SessionView:
             self.notices.append(e["message"])
         elif kind == ev.BENCH:
             self.bench = e
+
+    def label(self, variant: str) -> str:
+        return self.variant_labels.get(variant, variant)
+
+    def layers(self) -> list[dict]:
+        """The tasks the chosen variant runs, with their share of its estimate."""
+        rows = [r for r in self.tasks if self.variant in r.weights]
+        total = sum(r.weights[self.variant] * r.best_s for r in rows if r.best_s) or None
+        return [
+            {
+                "task": r.index,
+                "name": r.name,
+                "variant": r.variant,
+                "weight": r.weights[self.variant],
+                "best_ms": r.best_s * 1000 if r.best_s else None,
+                "gflops": r.gflops,
+                "share": r.weights[self.variant] * r.best_s / total if total and r.best_s else None,
+            }
+            for r in rows
+        ]
 
     @property
     def flops_by_task(self) -> dict[int, float]:
@@ -157,3 +185,24 @@ class SessionView:
         if self.state in (ev.FINISHED, ev.STOPPED, ev.FAILED) and self.last_t:
             end = self.last_t
         return end - self.run_start_t
+
+
+def view_of(session) -> SessionView:
+    """A session's whole stream folded into a view."""
+    view = SessionView()
+    for e in session.events(0):
+        view.apply(e)
+    return view
+
+
+def variants_line(view: SessionView) -> str:
+    """One line: each variant's estimate, the chosen one marked."""
+    if len(view.variants_ms) <= 1 and len(view.variant_labels) <= 1:
+        return ""
+    names = list(view.variant_labels) or list(view.variants_ms)
+    parts = []
+    for v in names:
+        ms = view.variants_ms.get(v)
+        text = f"{view.label(v)} {ms:.3f} ms" if ms is not None else f"{view.label(v)} -"
+        parts.append(text + (" (chosen)" if v == view.variant and ms is not None else ""))
+    return "variants: " + " | ".join(parts)

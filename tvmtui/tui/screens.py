@@ -32,7 +32,7 @@ from tvmtui.devices.local import describe_target
 from tvmtui.baselines.runners import DEFAULT as DEFAULT_BASELINES
 from tvmtui.errors import UserError
 from tvmtui.sessions import store as st
-from tvmtui.sessions.view import SessionView
+from tvmtui.sessions.view import SessionView, variants_line
 from tvmtui.tui.sources import LiveSource, ReplaySource
 from tvmtui.tui.widgets import (
     BaselinePanel,
@@ -176,6 +176,7 @@ class LiveScreen(Screen):
         yield SummaryBar(id="summary")
         with TabbedContent(id="tabs"):
             with TabPane("Tasks", id="tasks"):
+                yield Static("", id="variants-line", markup=False)
                 yield TaskTable(id="task-table")
                 yield TaskBestChart(id="task-chart")
             with TabPane("Trials", id="trials"):
@@ -228,6 +229,10 @@ class LiveScreen(Screen):
         if trials:
             self.query_one(TrialStream).add_trials(trials, self.view.flops_by_task)
         if self.dirty:
+            line = variants_line(self.view)
+            variants = self.query_one("#variants-line", Static)
+            variants.display = bool(line)
+            variants.update(line)
             self.query_one(TaskTable).show(self.view)
             self.query_one(BaselinePanel).show(self.view, self.bench_since)
             self._render_boards()

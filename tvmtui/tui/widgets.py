@@ -41,6 +41,8 @@ class SummaryBar(Static):
     ) -> None:
         target = describe_target(view.target) if view.target else "?"
         style = STATE_STYLE.get(state, "bold") + " reverse"
+        if len(view.variant_labels) > 1 and view.best_ms is not None:
+            extra = f"  as {escape(view.label(view.variant))}{extra}"
         self.update(
             f"[b]{escape(view.workload or '?')}[/b] @ {escape(target)}  "
             f"[{style}] {state} [/]  {escape(name)}\n"
@@ -63,7 +65,8 @@ def _bound_render_caches(table: DataTable) -> None:
 class TaskTable(DataTable):
     """One row per tuning task."""
 
-    COLUMNS = ("#", "task", "MFLOP", "wt", "trials", "best ms", "GFLOPS", "share", "err b/r")
+    COLUMNS = ("#", "task", "variant", "MFLOP", "wt", "trials", "best ms", "GFLOPS", "share",
+               "err b/r")
 
     def on_mount(self) -> None:
         _bound_render_caches(self)
@@ -73,18 +76,26 @@ class TaskTable(DataTable):
             self.add_column(col, key=col)
 
     def show(self, view: SessionView) -> None:
-        total = sum(r.weight * r.best_s for r in view.tasks if r.best_s) or None
+        """Weights and shares are those of the chosen variant; its tasks are marked."""
+        chosen = view.variant
+
+        def weight(row) -> int:
+            return row.weights.get(chosen, 0) if row.weights else row.weight
+
+        total = sum(weight(r) * r.best_s for r in view.tasks if r.best_s) or None
         if self.row_count != len(view.tasks):
             self.clear()
             for row in view.tasks:
                 self.add_row(*([""] * len(self.COLUMNS)), key=str(row.index))
         for row in view.tasks:
-            share = (row.weight * row.best_s / total) if (total and row.best_s) else None
+            share = (weight(row) * row.best_s / total) if (total and row.best_s) else None
+            mark = "*" if weight(row) and len(view.variant_labels) > 1 else " "
             values = (
                 str(row.index),
                 row.name,
+                mark + view.label(row.variant),
                 fmt_mflop(row.flops),
-                str(row.weight),
+                str(weight(row)),
                 str(row.trials),
                 fmt_ms(row.best_s * 1000 if row.best_s else None),
                 f"{row.gflops:.1f}" if row.gflops else "-",

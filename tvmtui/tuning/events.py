@@ -1,12 +1,13 @@
 """The typed events a worker appends to its session; readers see them as JSON objects.
 
 Contract (scripts rely on it): every event has `event` and `t`; names are the constants
-below; a `trial` has `task`, `trial`, `build_s`, `run_s`, `predicted`, `error_kind`, `error`.
+below; a `trial` has `task`, `trial`, `build_s`, `run_s`, `predicted`, `error_kind`, `error`,
+`variant`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 SESSION_STARTED = "session_started"
 TASKS_EXTRACTED = "tasks_extracted"
@@ -61,7 +62,15 @@ class TaskInfo:
     index: int
     name: str
     flops: float
-    weight: int
+    weight: int  # how often the stock-layout graph runs it (0: another variant's task)
+    variant: str = "nchw"  # the layout/algorithm it implements, or "shared" by all variants
+    weights: dict = field(default_factory=dict)  # variant -> how often that variant runs it
+
+    @staticmethod
+    def from_json(t: dict) -> "TaskInfo":
+        """Read a `tasks_extracted` entry (sessions older than variants have none)."""
+        return TaskInfo(t["index"], t["name"], t["flops"], t["weight"], t.get("variant", "nchw"),
+                        t.get("weights") or {"nchw": t["weight"]})
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,7 @@ class Trial:
     device: str | None = None  # the RPC server (host:port) that measured it, on a board
     queue_s: float | None = None  # seconds it waited in the tracker queue
     remeasured: bool = False  # a record from another chip measured again here (transfer)
+    variant: str = "nchw"  # the task's layout/algorithm variant (see TaskInfo.variant)
 
     @property
     def latency_s(self) -> float | None:

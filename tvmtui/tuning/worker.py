@@ -116,7 +116,9 @@ class Tuner:
 
     # ---- set-up ---------------------------------------------------------------------
     def prepare(self):
-        from tvmtui.tuning.tvm_env import extract_tasks, import_tvm, model_to_relax
+        from tvmtui.graph.relax_import import load_relax
+        from tvmtui.graph.tasks import extract_variant_tasks
+        from tvmtui.tuning.tvm_env import import_tvm
 
         target_dict = self.meta["target"]
         tvm = import_tvm(target_dict)
@@ -126,19 +128,24 @@ class Tuner:
         self.target = tvm.target.Target(target_dict)
         workload = self.meta["workload"]
         model_bytes = self.session.file(st.model_file(workload)).read_bytes()
-        mod = model_to_relax(workload.get("format", "onnx"), model_bytes, workload["input_shapes"])
-        extracted = extract_tasks(mod, self.target)
-        if not extracted:
+        base = load_relax(workload.get("format", "onnx"), model_bytes, workload["input_shapes"])
+        # Sessions from before variants tuned the stock graph only: keep it so on resume.
+        found = extract_variant_tasks(base, self.target, self.options.get("variants", ["nchw"]))
+        if not found.tasks:
             raise RuntimeError("the model has no operators MetaSchedule can tune")
         infos = [
-            ev.TaskInfo(i, t.task_name, float(analysis.estimate_tir_flops(t.dispatched[0])), int(t.weight))
-            for i, t in enumerate(extracted)
+            ev.TaskInfo(i, t.task_name, float(analysis.estimate_tir_flops(t.dispatched[0])),
+                        found.weights[i].get("nchw", 0), found.variant_of(i), found.weights[i])
+            for i, t in enumerate(found.tasks)
         ]
         from tvmtui.tuning.search import SearchMemory
 
         self.memory = SearchMemory()
         self._check_same_tasks(infos)
-        self.extracted = extracted
+        self.extracted = found.tasks
+        self.plans = {v: p.to_json() for v, p in found.plans.items()}
+        self.variant_notes = list(dict.fromkeys(
+            found.skipped + [n for p in found.plans.values() for n in p.notes]))
         self.tasks = [TaskState(info) for info in infos]
         self._replay_history()
         return infos
@@ -425,6 +432,7 @@ class Tuner:
                 device=boards.get(bres.artifact_path or "", {}).get("server"),
                 queue_s=boards.get(bres.artifact_path or "", {}).get("queue_s"),
                 remeasured=remeasured,
+                variant=task.info.variant,
             )
             out.append((ev.TRIAL, trial.to_json()))
             traces.append((trial.trial, _trace_text(cand.sch)))
@@ -454,12 +462,17 @@ class Tuner:
             out.append((ev.COST_MODEL_UPDATED, dict(metrics, task=task_id)))
             if metrics.get("retrained"):
                 self.cost_model.save_booster(str(self.session.file(st.COST_MODEL_FILE)))
-        estimate = self.estimate_ms()
+        from tvmtui.tuning.estimate import choose
+
+        per_variant = self.estimates()
+        variant, estimate = choose(per_variant)
         out.append(
             (
                 ev.ROUND_DONE,
                 {
                     "task": task_id,
+                    "variant": variant,
+                    "variants_ms": per_variant,
                     "batch": len(candidates),
                     "trials": self.trials_total,
                     "budget": self.control.budget,
@@ -474,15 +487,22 @@ class Tuner:
             )
         )
         self.session.append_many(
-            out, meta={"trials": self.trials_total, "best_ms": estimate}, traces=traces
+            out, meta={"trials": self.trials_total, "best_ms": estimate, "variant": variant},
+            traces=traces
         )
         self._obey()
 
+    def estimates(self) -> dict[str, float | None]:
+        """End-to-end estimate (ms) of each variant, once each of its tasks has a best."""
+        from tvmtui.tuning.estimate import variant_estimates
+
+        return variant_estimates((t.info.weights, t.best_s) for t in self.tasks)
+
     def estimate_ms(self) -> float | None:
-        """End-to-end estimate: sum of weight x best latency, once every task has one."""
-        if not self.tasks or any(t.best_s is None for t in self.tasks):
-            return None
-        return 1000.0 * sum(t.info.weight * t.best_s for t in self.tasks)
+        """The session's estimate: that of the fastest complete variant."""
+        from tvmtui.tuning.estimate import choose
+
+        return choose(self.estimates())[1]
 
     def _obey(self) -> None:
         """Apply pause / stop / budget between batches (the only safe point)."""
@@ -581,7 +601,10 @@ def run(session_path: Path) -> int:
             },
         )
         infos = tuner.prepare()
-        session.append(ev.TASKS_EXTRACTED, {"tasks": [i.__dict__ for i in infos]})
+        session.append(ev.TASKS_EXTRACTED, {"tasks": [i.__dict__ for i in infos],
+                                            "variants": tuner.plans})
+        for note in tuner.variant_notes:
+            tuner.emit_notice(f"variants: {note}")
         tuner.make_parts()
         tuner.set_state(ev.RUNNING, "")
         tuner.transfer_records()

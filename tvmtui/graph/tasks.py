@@ -1,0 +1,52 @@
+"""MetaSchedule tasks of a graph under several variants, merged into one tuning list."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tvmtui.graph import variants as gv
+
+
+@dataclass
+class VariantTasks:
+    """Tasks of all variants (each task once) and, per task, its weight in each variant."""
+
+    tasks: list  # MetaSchedule ExtractedTask
+    weights: list[dict[str, int]]  # per task: variant -> how often that variant runs it
+    plans: dict[str, gv.Plan] = field(default_factory=dict)  # the variants kept
+    skipped: list[str] = field(default_factory=list)  # why a variant was dropped
+
+    def variant_of(self, index: int) -> str:
+        """The variant a task implements, or "shared" when every variant runs it."""
+        owners = self.weights[index]
+        if len(owners) == 1:
+            return next(iter(owners))
+        return "shared" if len(owners) == len(self.plans) else ",".join(owners)
+
+
+def extract_variant_tasks(base, target, variants: list[str], tolerance: float = 1e-4):
+    """Extract each variant's tasks from `base` (see `relax_import.load_relax`); a variant
+    that changes no layer is dropped (it would only repeat `nchw`)."""
+    from tvm_ffi import structural_hash
+
+    out = VariantTasks([], [])
+    index: dict[tuple[str, int], int] = {}
+    for variant in variants:
+        mod, plan = gv.prepare(base, target, variant, tolerance)
+        if variant != gv.DEFAULT and plan.rewritten == 0:
+            out.skipped.append(f"{plan.label}: no layer it applies to"
+                               + (f" ({plan.notes[0]})" if plan.notes else ""))
+            continue
+        out.plans[variant] = plan
+        for task in gv.extract_tasks(mod, target):
+            key = (task.task_name, int(structural_hash(task.dispatched[0])))
+            if key not in index:
+                index[key] = len(out.tasks)
+                out.tasks.append(task)
+                out.weights.append({})
+            out.weights[index[key]][variant] = int(task.weight)
+    if not out.plans:  # none of the asked variants applies: tune the stock graph
+        kept = extract_variant_tasks(base, target, [gv.DEFAULT], tolerance)
+        kept.skipped = out.skipped + kept.skipped
+        return kept
+    return out

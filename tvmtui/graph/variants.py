@@ -1,0 +1,285 @@
+"""Layout and algorithm variants of a Relax graph, and the passes that lower them.
+
+A variant is one rewrite of the whole graph; the tuner measures each and keeps the fastest:
+
+- `nchw`: every convolution direct, in NCHW (TVM's stock lowering).
+- `nchwc`: direct convolutions in a channel-blocked layout NCHW[x]c, x = the target's
+  float32 vector lanes (16 on AVX-512, 8 on AVX2, 4 on NEON), for every convolution
+  whose channels divide by x; the weights are packed at compile time.
+- `winograd`: 3x3 stride-1 convolutions as Winograd F(4,3), or F(2,3) where F(4,3) is not
+  accurate enough for that layer; the weights are transformed at compile time (float64),
+  the input padded to whole tiles and the output cropped (TOPI reads past its padded
+  input otherwise). The other convolutions stay as in `nchw`.
+
+`prepare` must run, with the same variant, before task extraction, export and the bench
+build: then all three compile the same graph and the database's keys match.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+VARIANTS = ("nchw", "nchwc", "winograd")
+DEFAULT = "nchw"
+WINOGRAD_MIN_CHANNELS = 16  # below this the transforms cost more than they save
+
+
+@dataclass
+class Plan:
+    """What a variant did to one graph."""
+
+    variant: str
+    label: str  # how the app and the reports name it: "NCHW", "NCHW16c", "Winograd"
+    rewritten: int = 0  # convolutions this variant changed
+    notes: list[str] = field(default_factory=list)  # layers it left alone, and why
+
+    def to_json(self) -> dict:
+        return {"variant": self.variant, "label": self.label, "rewritten": self.rewritten,
+                "notes": list(self.notes)}
+
+
+def parse_variants(text: str) -> list[str]:
+    """`--variants` value -> variant names ("all" or a comma list); ValueError if unknown."""
+    if text.strip().lower() in ("all", "auto", ""):
+        return list(VARIANTS)
+    names = [part.strip().lower() for part in text.split(",") if part.strip()]
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown or not names:
+        raise ValueError(
+            f"unknown variant(s) {', '.join(unknown) or text!r}; choose from {', '.join(VARIANTS)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def vector_block(target) -> int:
+    """float32 lanes of the target's widest vector unit (the channel block of `nchwc`)."""
+    from tvm.target import codegen
+
+    triple = str(target.attrs.get("mtriple", "") or "")
+    if triple.startswith(("aarch64", "arm")):
+        return 4
+    for feature, lanes in (("avx512f", 16), ("avx2", 8), ("avx", 8)):
+        try:
+            if codegen.target_has_features(feature, target):
+                return lanes
+        except Exception:  # noqa: BLE001 - an unknown feature name on this LLVM
+            continue
+    return 4
+
+
+def label(variant: str, block: int) -> str:
+    return {"nchw": "NCHW", "nchwc": f"NCHW{block}c", "winograd": "Winograd"}[variant]
+
+
+# ---- the rewrites ---------------------------------------------------------------------------
+def _shape(expr) -> list[int] | None:
+    try:
+        return [int(d) for d in expr.ty.shape]
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _conv_info(call) -> tuple[list[int], list[int]] | None:
+    """(data shape, weight shape) of a static NCHW/OIHW conv2d call, else None."""
+    a = call.attrs
+    if a.data_layout != "NCHW" or a.kernel_layout != "OIHW" or a.out_layout != "NCHW":
+        return None
+    data, weight = _shape(call.args[0]), _shape(call.args[1])
+    if data is None or weight is None or len(data) != 4 or len(weight) != 4:
+        return None
+    return data, weight
+
+
+def _blocked_layouts(block: int, plan: Plan):
+    """ConvertLayout callback: NCHW[block]c for each conv whose channels divide by block."""
+
+    def layout_cb(call):
+        if call.op.name != "relax.nn.conv2d":
+            return {}
+        info = _conv_info(call)
+        if info is not None and int(call.attrs.groups) == 1:
+            (_, cin, _, _), (cout, _, _, _) = info
+            if cin % block == 0 and cout % block == 0:
+                plan.rewritten += 1
+                return {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW{block}i{block}o"]}
+            plan.notes.append(
+                f"conv {cin}->{cout} channels stays NCHW: not a multiple of the block {block}")
+        return {"relax.nn.conv2d": ["NCHW", "OIHW"]}
+
+    return layout_cb
+
+
+def _legalize_blocked(bb, call):
+    """Lower conv2d in a blocked layout with TOPI's conv2d_NCHWc (stock refuses 5-D)."""
+    from tvm import topi
+    from tvm.relax.transform.legalize_ops.nn import _nn_conv2d
+
+    a = call.attrs
+    if len(a.data_layout) == 4:
+        return _nn_conv2d(bb, call)
+    return bb.call_te(
+        topi.nn.conv2d_NCHWc, call.args[0], call.args[1], a.strides, a.padding, a.dilation,
+        a.data_layout, a.out_layout, a.out_dtype or "float32", primfunc_name_hint="conv2d_NCHWc",
+    )
+
+
+def winograd_matrices(tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A, B, G of Winograd F(tile, 3) in float64 (TVM's own interpolation points)."""
+    from tvm.topi.nn.winograd_util import _cook_toom_convolution, _interpolation_points
+
+    a, b, g = _cook_toom_convolution(_interpolation_points(tile + 1), tile, 3)
+    return np.asarray(a, np.float64), np.asarray(b, np.float64), np.asarray(g, np.float64)
+
+
+def winograd_weight(weight: np.ndarray, tile: int) -> np.ndarray:
+    """OIHW 3x3 weights -> (alpha, alpha, CI, CO), transformed in float64."""
+    _, _, g = winograd_matrices(tile)
+    u = np.einsum("ek,oikl,nl->enio", g, weight.astype(np.float64), g)
+    return u.astype(np.float32)
+
+
+def winograd_error(weight: np.ndarray, hw: tuple[int, int], pads: list[int], tile: int,
+                   seed: int = 0) -> float:
+    """Largest error of F(tile,3) in float32 against float64 direct on one random frame,
+    measured as the parity gate does: |a - b| / max(|b|, 1)."""
+    cout, cin, _, _ = weight.shape
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((cin, *hw)).astype(np.float32)
+    pt, pl, pb, pr = pads
+    xp = np.pad(x.astype(np.float64), ((0, 0), (pt, pb), (pl, pr)))
+    oh, ow = xp.shape[1] - 2, xp.shape[2] - 2
+    cols = np.stack([xp[:, i:i + oh, j:j + ow] for i in range(3) for j in range(3)], axis=1)
+    ref = np.einsum("oik,ikhw->ohw", weight.astype(np.float64).reshape(cout, cin, 9), cols)
+    a, b, _ = (m.astype(np.float32) for m in winograd_matrices(tile))
+    alpha = tile + 2
+    nh, nw = -(-oh // tile), -(-ow // tile)
+    xt = np.pad(xp.astype(np.float32), ((0, 0), (0, nh * tile + 2 - xp.shape[1]),
+                                        (0, nw * tile + 2 - xp.shape[2])))
+    tiles = np.stack([np.stack([xt[:, i * tile:i * tile + alpha, j * tile:j * tile + alpha]
+                                for j in range(nw)], 1) for i in range(nh)], 1)
+    v = np.einsum("ae,cijab,bn->enijc", b, tiles, b)  # data pack
+    m = np.einsum("enijc,enco->enijo", v, winograd_weight(weight, tile))  # batched GEMM
+    y = np.einsum("ea,enijo,nb->oiajb", a, m, a).reshape(cout, nh * tile, nw * tile)
+    y = y[:, :oh, :ow].astype(np.float64)
+    return float(np.max(np.abs(y - ref) / np.maximum(np.abs(ref), 1.0)))
+
+
+def _winograd_te(data, kernel_pack, padding, out_hw, tile, out_dtype):
+    """TOPI's pre-transformed Winograd NCHW on whole tiles, cropped to the true output."""
+    from tvm import te
+    from tvm.topi.nn.conv2d import _conv2d_winograd_nchw_impl
+
+    full = _conv2d_winograd_nchw_impl(
+        data, kernel_pack, (1, 1), padding, (1, 1), out_dtype, tile, pre_computed=True)
+    n, co = int(full.shape[0]), int(full.shape[1])
+    if [int(full.shape[2]), int(full.shape[3])] == list(out_hw):
+        return full
+    return te.compute((n, co, *out_hw), lambda i, c, h, w: full[i, c, h, w], name="crop")
+
+
+def _winograd_legalizer(plan: Plan, tolerance: float):
+    """conv2d legalization that runs eligible 3x3 stride-1 layers as Winograd."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.transform.legalize_ops.nn import _nn_conv2d
+
+    def legalize(bb, call):
+        info = _conv_info(call)
+        a = call.attrs
+        weight = call.args[1]
+        if (info is None or int(a.groups) != 1 or list(info[1][2:]) != [3, 3]
+                or [int(s) for s in a.strides] != [1, 1] or [int(d) for d in a.dilation] != [1, 1]
+                or not isinstance(weight, tvm.ir.expr.GenericConst)):
+            return _nn_conv2d(bb, call)
+        (n, cin, h, w), (cout, _, _, _) = info
+        if min(cin, cout) < WINOGRAD_MIN_CHANNELS:
+            return _nn_conv2d(bb, call)
+        pads = [int(p) for p in a.padding]
+        pads = pads * 2 if len(pads) == 2 else pads
+        out_hw = (h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2)
+        w_np = weight.value.numpy()
+        for tile in (4, 2):
+            err = winograd_error(w_np, (h, w), pads, tile)
+            if err <= tolerance / 2:
+                break
+            plan.notes.append(
+                f"conv {cin}->{cout} {h}x{w}: F({tile},3) error {err:.1e} exceeds half the "
+                f"{tolerance:g} parity tolerance" + ("; trying F(2,3)" if tile == 4 else
+                                                     "; stays direct"))
+        else:
+            return _nn_conv2d(bb, call)
+        # Pad bottom/right to whole tiles so TOPI never reads past its padded input.
+        extra_h = -(-out_hw[0] // tile) * tile - out_hw[0]
+        extra_w = -(-out_hw[1] // tile) * tile - out_hw[1]
+        padding = (pads[0], pads[1], pads[2] + extra_h, pads[3] + extra_w)
+        plan.rewritten += 1
+        return bb.call_te(
+            _winograd_te, call.args[0], relax.const(winograd_weight(w_np, tile)), padding,
+            out_hw, tile, a.out_dtype or "float32", primfunc_name_hint=f"conv2d_winograd{tile}",
+        )
+
+    return legalize
+
+
+def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4):
+    """Rewrite `mod` (imported, NCHW) for `variant` and legalize it -> (module, Plan)."""
+    import tvm
+    from tvm import relax
+
+    block = vector_block(target)
+    plan = Plan(variant, label(variant, block))
+    legalize_map = {}
+    if variant == "nchwc":
+        mod = relax.transform.ConvertLayout({}, _blocked_layouts(block, plan))(mod)
+        legalize_map["relax.nn.conv2d"] = _legalize_blocked
+    elif variant == "winograd":
+        # Fold weight expressions (e.g. a TFLite OHWI->OIHW transpose) into constants first.
+        mod = relax.transform.FoldConstant()(mod)
+        legalize_map["relax.nn.conv2d"] = _winograd_legalizer(plan, tolerance)
+    elif variant != "nchw":
+        raise ValueError(f"unknown variant {variant!r}")
+    with target:
+        mod = tvm.transform.Sequential([
+            relax.transform.LegalizeOps(customize_legalize_map=legalize_map),
+            relax.transform.CanonicalizeBindings(),
+        ])(mod)
+    return mod, plan
+
+
+def fuse_passes(target):
+    """The Relax passes that turn operators into fused TIR functions, exactly as
+    `ms.relax_integration.compile_relax` runs them, so database keys match at export."""
+    from tvm import relax
+    from tvm.relax import pipeline
+
+    try:
+        dispatch = list(pipeline.library_dispatch_passes(target))
+    except (ValueError, AttributeError):
+        dispatch = []
+    return [
+        *dispatch,
+        relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+    ]
+
+
+def extract_tasks(mod, target):
+    """MetaSchedule tasks of a prepared Relax module (fused here: unfused gives none)."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    with target:
+        fused = tvm.transform.Sequential(fuse_passes(target))(mod)
+    return ms.relax_integration.extract_tasks(fused, target)
+
+
+def compile_tuned(database, mod, target):
+    """A prepared module compiled with a tuning database (untuned functions get defaults)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.relax_integration.compile_relax(database, mod, target, params=None)

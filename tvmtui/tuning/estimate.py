@@ -1,0 +1,34 @@
+"""The end-to-end estimate of a session, per variant; shared by the worker and readers.
+
+A variant's estimate is the sum over its tasks of (times the variant runs the task) x
+(the task's best latency); it exists once every one of its tasks has a best. The
+session's estimate is that of the fastest complete variant: the one export builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+DEFAULT_VARIANT = "nchw"
+
+
+def variant_estimates(tasks: Iterable[tuple[dict[str, int], float | None]]) -> dict[str, float | None]:
+    """(weights by variant, best seconds or None) per task -> estimate ms per variant."""
+    totals: dict[str, float | None] = {}
+    for weights, best_s in tasks:
+        for variant, weight in weights.items():
+            if best_s is None:
+                totals[variant] = None
+            elif totals.setdefault(variant, 0.0) is not None:
+                totals[variant] += 1000.0 * weight * best_s
+    return totals
+
+
+def choose(estimates: dict[str, float | None]) -> tuple[str, float | None]:
+    """The fastest variant with a complete estimate, or the stock one while none has."""
+    complete = {v: ms for v, ms in estimates.items() if ms is not None}
+    if not complete:
+        return (DEFAULT_VARIANT if DEFAULT_VARIANT in estimates or not estimates
+                else next(iter(estimates))), None
+    best = min(complete, key=complete.get)
+    return best, complete[best]
