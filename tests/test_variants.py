@@ -1,0 +1,177 @@
+"""Layout and algorithm variants: each rewrite checked against ONNX Runtime, and the
+variant's path through tuning, resume, `sessions show --json`, export and bench."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tvmtui.graph import variants as gv
+from tvmtui.graph.relax_import import load_relax
+
+
+def conv_net(layers, in_shape, seed=0) -> bytes:
+    """A chain of Conv(+Relu) layers: (cout, kernel, stride) each, 'same' padding."""
+    rng = np.random.default_rng(seed)
+    nodes, inits, x, cin = [], [], "input", in_shape[1]
+    h, w_ = in_shape[2], in_shape[3]
+    for i, (cout, k, stride) in enumerate(layers):
+        w = (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2.0 / (cin * k * k))).astype(np.float32)
+        b = rng.standard_normal(cout).astype(np.float32) * 0.1
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        p = (k - 1) // 2
+        nodes.append(helper.make_node("Conv", [x, f"w{i}", f"b{i}"], [f"c{i}"], kernel_shape=[k, k],
+                                      strides=[stride, stride], pads=[p, p, p, p]))
+        nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"]))
+        x, cin = f"r{i}", cout
+        h, w_ = (h + 2 * p - k) // stride + 1, (w_ + 2 * p - k) // stride + 1
+    nodes.append(helper.make_node("Identity", [x], ["output"]))
+    graph = helper.make_graph(
+        nodes, "net", [helper.make_tensor_value_info("input", TensorProto.FLOAT, in_shape)],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, cin, h, w_])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def _target():
+    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.tuning.tvm_env import import_tvm
+
+    tvm = import_tvm(local_cpu_target())
+    return tvm, tvm.target.Target(local_cpu_target())
+
+
+def _run_variant(model: bytes, shape, variant, tolerance=1e-4):
+    tvm, target = _target()
+    from tvm import relax
+
+    base = load_relax("onnx", model, {"input": list(shape)})
+    mod, plan = gv.prepare(base, target, variant, tolerance)
+    vm = relax.VirtualMachine(relax.build(mod, target=target), tvm.cpu())
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    got = vm["main"](tvm.runtime.tensor(x)).numpy()
+    want = ort.InferenceSession(model).run(None, {"input": x})[0]
+    return float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1.0))), plan
+
+
+# Odd sizes on purpose: 7x7 outputs, sizes that are no multiple of the Winograd tile (4),
+# channel counts that are no multiple of the block (12, 20), a strided and a 1x1 layer.
+NETS = {
+    "7x7-16-32": ([(32, 3, 1)], (1, 16, 7, 7)),
+    "9x11-24-16-12": ([(16, 3, 1), (12, 3, 1)], (1, 24, 9, 11)),
+    "stride2-1x1": ([(32, 3, 2), (16, 1, 1), (20, 3, 1)], (1, 16, 13, 13)),
+}
+
+
+@pytest.mark.parametrize("variant", gv.VARIANTS)
+@pytest.mark.parametrize("net", NETS)
+def test_each_variant_matches_onnxruntime(variant, net):
+    layers, shape = NETS[net]
+    err, plan = _run_variant(conv_net(layers, shape), shape, variant)
+    assert err < 1e-4, (variant, net, err)
+    block = gv.vector_block(_target()[1])
+    if variant == "nchwc":  # every layer whose channels divide by the block is blocked
+        cins = [shape[1]] + [c for c, _, _ in layers[:-1]]
+        assert plan.rewritten == sum(
+            ci % block == 0 and co % block == 0 for ci, (co, _, _) in zip(cins, layers))
+    if variant == "winograd":  # the 3x3 stride-1 layers with >= 16 channels
+        cins = [shape[1]] + [c for c, _, _ in layers[:-1]]
+        assert plan.rewritten == sum(
+            k == 3 and s == 1 and min(ci, co) >= gv.WINOGRAD_MIN_CHANNELS
+            for ci, (co, k, s) in zip(cins, layers))
+        assert plan.rewritten >= 1
+
+
+def test_winograd_rejected_per_layer_when_not_accurate_enough():
+    layers, shape = NETS["7x7-16-32"]
+    # At a tolerance no float32 Winograd meets, the layer falls back to direct and says why.
+    err, plan = _run_variant(conv_net(layers, shape), shape, "winograd", tolerance=1e-9)
+    assert plan.rewritten == 0 and err < 1e-4
+    assert any("F(4,3)" in n and "trying F(2,3)" in n for n in plan.notes)
+    assert any("F(2,3)" in n and "stays direct" in n for n in plan.notes)
+
+
+def test_winograd_error_model_tracks_the_tile():
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((32, 32, 3, 3)) * 0.08).astype(np.float32)
+    e4 = gv.winograd_error(w, (14, 14), [1, 1, 1, 1], 4)
+    e2 = gv.winograd_error(w, (14, 14), [1, 1, 1, 1], 2)
+    assert 0 < e2 < e4 < 1e-4
+
+
+def test_parse_variants():
+    assert gv.parse_variants("all") == list(gv.VARIANTS)
+    assert gv.parse_variants("winograd, nchw") == ["winograd", "nchw"]
+    with pytest.raises(ValueError, match="unknown variant"):
+        gv.parse_variants("nhwc9")
+
+
+def test_variants_through_tune_resume_show_export(cli, tmp_path):
+    model = tmp_path / "twoconv.onnx"
+    model.write_bytes(conv_net([(16, 3, 1), (16, 3, 1)], (1, 16, 10, 10)))
+    bad = cli.run("tune", str(model), "--variants", "nchw,bogus", "--session", "bad")
+    assert bad.returncode == 2 and "unknown variant" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (cli.root / "bad").exists()
+
+    run = cli.run("tune", str(model), "--trials", "24", "--session", "v", "--json",
+                  "--warmup-samples", "8", "--batch", "8")
+    assert run.returncode == 0, run.stderr
+    events = cli.json_lines(run.stdout)
+    extracted = next(e for e in events if e["event"] == "tasks_extracted")
+    assert set(extracted["variants"]) == set(gv.VARIANTS)
+    by_task = {t["index"]: t["variant"] for t in extracted["tasks"]}
+    assert {"nchw", "nchwc", "winograd"} <= set(by_task.values())
+    trials = [e for e in events if e["event"] == "trial"]
+    assert len(trials) == 24 and all(e["variant"] == by_task[e["task"]] for e in trials)
+    done = [e for e in events if e["event"] == "round_done"][-1]
+    complete = {v: ms for v, ms in done["variants_ms"].items() if ms is not None}
+    assert complete and done["variant"] == min(complete, key=complete.get)
+    assert done["best_ms"] == pytest.approx(complete[done["variant"]])
+
+    shown = json.loads(cli.run("sessions", "show", "v", "--json").stdout)
+    assert shown["variant"] == done["variant"]
+    assert [t["variant"] for t in shown["tasks"]] == [by_task[i] for i in range(len(by_task))]
+    assert sum(t["trials"] for t in shown["tasks"]) == 24
+
+    again = cli.run("resume", "v", "--trials", "8", "--json")
+    assert again.returncode == 0, again.stderr
+    later = cli.json_lines(again.stdout)
+    re_extracted = next(e for e in later if e["event"] == "tasks_extracted")
+    assert re_extracted["tasks"] == extracted["tasks"]  # resume keeps the variants' tasks
+    assert [e["trial"] for e in later if e["event"] == "trial"] == list(range(25, 33))
+
+    out = tmp_path / "lib"
+    exported = cli.run("export", "v", str(out), "--json")
+    assert exported.returncode == 0, exported.stderr
+    info = json.loads((out / "model.json").read_text())
+    final = json.loads(cli.run("sessions", "show", "v", "--json").stdout)
+    assert info["variant"] == final["variant"]
+    import tvm
+    from tvm import relax
+
+    vm = relax.VirtualMachine(tvm.runtime.load_module(str(out / "model.so")), tvm.cpu())
+    x = np.random.default_rng(3).standard_normal((1, 16, 10, 10)).astype(np.float32)
+    want = ort.InferenceSession(model.read_bytes()).run(None, {"input": x})[0]
+    got = vm["main"](tvm.runtime.tensor(x)).numpy()
+    assert np.max(np.abs(got - want) / np.maximum(np.abs(want), 1.0)) < 1e-4
+
+
+def test_sessions_from_before_variants_tune_the_stock_graph(cli):
+    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.sessions import store as st
+    from tvmtui.workloads import load_workload
+
+    wl = load_workload("conv:C12")
+    session = st.Session.create(cli.root, "old", {
+        "status": "created", "workload": wl.meta(), "target": local_cpu_target(), "budget": 4,
+        "options": {}, "versions": {}, "device": {"kind": "local"}, "fingerprint": None})
+    session.file(st.model_file(wl.meta())).write_bytes(wl.model_bytes)
+    run = cli.run("resume", "old", "--json")
+    assert run.returncode == 0, run.stderr
+    extracted = next(e for e in cli.json_lines(run.stdout) if e["event"] == "tasks_extracted")
+    assert [t["variant"] for t in extracted["tasks"]] == ["nchw"]
