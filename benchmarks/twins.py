@@ -16,6 +16,11 @@ from pathlib import Path
 import numpy as np
 
 
+def back(y):
+    """NHWC output back to NCHW (other ranks unchanged)."""
+    return y.transpose(0, 3, 1, 2) if y.ndim == 4 else y
+
+
 def main() -> None:
     import onnxruntime as ort
     import tvm
@@ -38,15 +43,17 @@ def main() -> None:
         sess = ort.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])
         lite = make_interpreter(tfl_bytes)
         lite.allocate_tensors()
-        nhwc = [1, *spec.input_shape[2:], spec.input_shape[1]] if len(spec.input_shape) == 4 else spec.input_shape
-        vm_onnx = relax.VirtualMachine(relax.build(onnx_to_relax(onnx_bytes, {"input": spec.input_shape}), target=target), tvm.cpu())
-        vm_tfl = relax.VirtualMachine(relax.build(tflite_to_relax(tfl_bytes, {"input": nhwc}), target=target), tvm.cpu())
+        shape = spec.input_shape
+        nhwc = [1, *shape[2:], shape[1]] if len(shape) == 4 else shape
+        onnx_mod = onnx_to_relax(onnx_bytes, {"input": shape})
+        vm_onnx = relax.VirtualMachine(relax.build(onnx_mod, target=target), tvm.cpu())
+        tfl_mod = tflite_to_relax(tfl_bytes, {"input": nhwc})
+        vm_tfl = relax.VirtualMachine(relax.build(tfl_mod, target=target), tvm.cpu())
         worst = {"litert": 0.0, "tvm_from_onnx": 0.0, "tvm_from_tflite": 0.0}
         for frame in range(args.frames):
             x = np.random.default_rng(frame).standard_normal(spec.input_shape).astype(np.float32)
             xl = x.transpose(0, 2, 3, 1).copy() if x.ndim == 4 else x
             ref = sess.run(None, {"input": x})[0]
-            back = (lambda y: y.transpose(0, 3, 1, 2) if y.ndim == 4 else y)
             lite.set_tensor(lite.get_input_details()[0]["index"], xl)
             lite.invoke()
             outs = {

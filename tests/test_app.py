@@ -10,7 +10,6 @@ from tvmtui.tui.app import TvmTuiApp
 from tvmtui.tui.screens import LaunchScreen, LiveScreen, MessageModal, SessionsScreen
 
 
-
 async def wait_until(pilot, predicate, timeout: float = 240.0, what: str = "condition"):
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -96,7 +96,7 @@ def _poll(session: st.Session, seq: int):
 
 def _follow_json(session: st.Session, seq: int) -> str:
     status = "unknown"
-    for new, status in _poll(session, seq):
+    for new, status in _poll(session, seq):  # noqa: B007 - the last status is returned
         for e in new:
             _print_json(e)
     return status
@@ -588,7 +588,7 @@ def cmd_sessions(args) -> int:
             _print_json([s.to_json() for s in found])
         else:
             _print_sessions(found, root)
-        for name, err in broken:
+        for _name, err in broken:
             print(f"warning: {err}", file=sys.stderr)
         return 0
     if not args.name:
@@ -733,9 +733,7 @@ def _zoo_show(row: dict, as_json: bool) -> int:
 
 
 def _zoo_export(row: dict, out: Path, as_json: bool) -> int:
-    from tvmtui.workloads import load_workload
-
-    from tvmtui.workloads import nets
+    from tvmtui.workloads import load_workload, nets
 
     workload = load_workload(row["name"])
     out.mkdir(parents=True, exist_ok=True)

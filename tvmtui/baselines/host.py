@@ -133,7 +133,8 @@ class RemoteRunner:
             self._conn.send(msg)
             status, value = self._conn.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError):
-            raise RuntimeFailed(f"{self.name}'s process died (exit code {self._proc.exitcode})")
+            raise RuntimeFailed(
+                f"{self.name}'s process died (exit code {self._proc.exitcode})") from None
         if status != "ok":
             raise RuntimeFailed(value)
         return value

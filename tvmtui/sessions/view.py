@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from tvmtui.tuning import events as ev
 
 
+_LABELS = {"nchw": "NCHW", "nchwc": "NCHWc", "winograd": "Winograd", "shared": "shared"}
+
+
 @dataclass
 class TaskRow:
     index: int
@@ -145,7 +148,8 @@ class SessionView:
             self.bench = e
 
     def label(self, variant: str) -> str:
-        return self.variant_labels.get(variant, variant)
+        """How a variant is shown ("NCHW8c"); streams from before variants named none."""
+        return self.variant_labels.get(variant) or _LABELS.get(variant, variant)
 
     def layers(self) -> list[dict]:
         """The tasks the chosen variant runs, with their share of its estimate."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-
 import os
 from pathlib import Path
 
@@ -239,7 +238,8 @@ class TvmTuiApp(App):
         yield from super().get_system_commands(screen)
         yield SystemCommand("Sessions", "List saved sessions", self.show_sessions)
         yield SystemCommand("New session", "Pick a workload and a device", self.show_launch)
-        yield SystemCommand("Replay demo", "Play the bundled demo session", lambda: self.open_replay(st.DEMO_NAME))
+        yield SystemCommand("Replay demo", "Play the bundled demo session",
+                            lambda: self.open_replay(st.DEMO_NAME))
         yield SystemCommand("Help", "Keys and screens", self.action_help)
         if isinstance(screen, LiveScreen):
             for title, text, action in (

@@ -28,8 +28,8 @@ from textual.widgets import (
 from textual.widgets.option_list import Option
 
 from tvmtui import fmt
-from tvmtui.devices.local import describe_target
 from tvmtui.baselines.runners import DEFAULT as DEFAULT_BASELINES
+from tvmtui.devices.local import describe_target
 from tvmtui.errors import UserError
 from tvmtui.sessions import store as st
 from tvmtui.sessions.view import SessionView, variants_line

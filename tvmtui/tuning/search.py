@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tvm_ffi import structural_hash
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch, PySearchStrategy
+from tvm_ffi import structural_hash
 
 MAX_REGENERATE = 4  # batches to draw before deciding the space near the records is used up
 

@@ -183,10 +183,9 @@ class Tuner:
     def make_parts(self):
         from tvm.s_tir import meta_schedule as ms
 
+        from tvmtui.devices.local import cpu_count
         from tvmtui.tuning.builder import PersistentBuilder
         from tvmtui.tuning.cost_model import TrackedXGBModel
-
-        from tvmtui.devices.local import cpu_count
 
         cores = int(self.meta["target"].get("num-cores", 1))
         self.builder = PersistentBuilder(
