@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from tvmtui.tuning import events as ev
 
-
 _LABELS = {"nchw": "NCHW", "nchwc": "NCHWc", "winograd": "Winograd", "shared": "shared"}
 
 
