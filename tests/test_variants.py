@@ -175,3 +175,23 @@ def test_sessions_from_before_variants_tune_the_stock_graph(cli):
     assert run.returncode == 0, run.stderr
     extracted = next(e for e in cli.json_lines(run.stdout) if e["event"] == "tasks_extracted")
     assert [t["variant"] for t in extracted["tasks"]] == ["nchw"]
+
+
+def test_estimates_and_the_variant_bandit():
+    from tvmtui.tuning.estimate import choose, losing_variants, variant_estimates
+
+    tasks = [({"nchw": 1, "winograd": 1}, 0.001),  # a task both variants run (e.g. a dense)
+             ({"nchw": 2}, 0.002), ({"winograd": 2}, None)]
+    est = variant_estimates(tasks)
+    assert est == {"nchw": pytest.approx(5.0), "winograd": None}
+    assert choose(est) == ("nchw", pytest.approx(5.0))
+    assert choose({}) == ("nchw", None)
+    est = variant_estimates([*tasks[:2], ({"winograd": 2}, 0.0005)])
+    assert choose(est) == ("winograd", pytest.approx(2.0))
+    # 2.5x slower: retired only once each of its tasks has had 16 trials.
+    assert losing_variants(est, {"nchw": 15, "winograd": 15}) == {}
+    assert set(losing_variants(est, {"nchw": 16, "winograd": 16})) == {"nchw"}
+    close = {"nchw": 2.4, "winograd": 2.0}  # 1.2x: never retired
+    assert losing_variants(close, {"nchw": 500, "winograd": 500}) == {}
+    assert "no complete estimate" in losing_variants(
+        {"nchw": 1.0, "nchwc": None}, {"nchw": 40, "nchwc": 40})["nchwc"]

@@ -279,7 +279,30 @@ def extract_tasks(mod, target):
 
 
 def compile_tuned(database, mod, target):
-    """A prepared module compiled with a tuning database (untuned functions get defaults)."""
-    from tvm.s_tir import meta_schedule as ms
+    """A prepared module compiled with a tuning database (untuned functions get defaults).
 
-    return ms.relax_integration.compile_relax(database, mod, target, params=None)
+    `compile_relax`'s pipeline, plus one fix: a schedule that rewrote a weight's layout
+    (Winograd's transformed kernel is layout-free) carries that rewrite as a block run on
+    every call; split it out and fold it into the constant, as the tuner measured it.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.relax import pipeline
+
+    try:
+        lower = [*pipeline.dataflow_lower_passes(target), *pipeline.finalize_passes(target)]
+    except (ValueError, AttributeError):
+        from tvm.s_tir import meta_schedule as ms
+
+        return ms.relax_integration.compile_relax(database, mod, target, params=None)
+
+    @tvm.transform.module_pass(opt_level=3)
+    def tuned_pipeline(mod, _ctx):
+        mod = tvm.transform.Sequential(fuse_passes(target))(mod)
+        mod = relax.transform.MetaScheduleApplyDatabase()(mod)
+        mod = relax.transform.SplitLayoutRewritePreproc()(mod)
+        mod = relax.transform.FoldConstant()(mod)
+        return tvm.transform.Sequential(lower)(mod)
+
+    with target, database, tvm.transform.PassContext(opt_level=3):
+        return relax.build(mod, target=target, relax_pipeline=tuned_pipeline)

@@ -213,9 +213,10 @@ class BaselinePanel(Static):
             self.update(Text("\n").join(lines))
             return
         when = time.strftime("%m-%d %H:%M", time.localtime(report["created"]))
+        variant = f", variant {report['variant']}" if report.get("variant") else ""
         lines.append(Text(
-            f"bench {when}: {report['tuned_trials']} trials, {report['threads']} thread(s), "
-            f"parity vs {report['reference'] or '-'} on {report['frames']} frames, "
+            f"bench {when}: {report['tuned_trials']} trials{variant}, {report['threads']} "
+            f"thread(s), parity vs {report['reference'] or '-'} on {report['frames']} frames, "
             f"tol {report['tolerance']:g}", style="dim"))
         lines.append(Text(self.COLUMNS.format("baseline", "ms", "IQR", "speedup", "parity"),
                           style="bold"))

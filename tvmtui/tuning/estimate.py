@@ -32,3 +32,35 @@ def choose(estimates: dict[str, float | None]) -> tuple[str, float | None]:
                 else next(iter(estimates))), None
     best = min(complete, key=complete.get)
     return best, complete[best]
+
+
+# A variant stops getting trials once it is clearly behind the fastest: twice as slow after
+# 16 trials on each of its tasks, or 25% slower after 48 (measurements here are noisy, and
+# a variant that starts slow can still catch up early on).
+RETIRE_RULES = ((16, 2.0), (48, 1.25))
+
+
+def losing_variants(estimates: dict[str, float | None], min_trials: dict[str, int],
+                    labels: dict[str, str] | None = None) -> dict[str, str]:
+    """Variants to stop tuning -> why. `min_trials`: the fewest trials any of a variant's
+    computing tasks has had. A variant never complete after 32 trials a task (its
+    candidates keep failing) stops too."""
+    complete = {v: ms for v, ms in estimates.items() if ms is not None}
+    if not complete:
+        return {}
+    best = min(complete, key=complete.get)
+    out = {}
+    for variant, ms in estimates.items():
+        n = min_trials.get(variant, 0)
+        if variant == best:
+            continue
+        if ms is None:
+            if n >= 32:
+                out[variant] = f"no complete estimate after {n} trials per task"
+            continue
+        for trials, ratio in RETIRE_RULES:
+            if n >= trials and ms > ratio * complete[best]:
+                name = (labels or {}).get(best, best)
+                out[variant] = f"{ms:.3f} ms against {name}'s {complete[best]:.3f} ms"
+                break
+    return out

@@ -32,6 +32,7 @@ class SearchMemory:
     search_s: float = 0.0  # wall time of the last generate call
     cold_batches: int = 0  # batches to draw without evolution (nothing to evolve from yet)
     cold_batch_size: int = 16  # a small first batch: first results sooner
+    retired: set[str] = field(default_factory=set)  # tasks (module hashes) to tune no more
 
 
 def module_hash(mod) -> str:
@@ -67,9 +68,11 @@ class DedupSearch(PySearchStrategy):
         )
         self.active = self.inner
         self.context = None
+        self.key = None
 
     def _initialize_with_tune_context(self, context) -> None:
         self.context = context
+        self.key = module_hash(context.mod)
         self.inner._initialize_with_tune_context(context)
         self.cold._initialize_with_tune_context(context)
 
@@ -90,7 +93,7 @@ class DedupSearch(PySearchStrategy):
 
     def _generate(self):
         allowance = self.memory.allowance
-        if allowance is not None and allowance <= 0:
+        if (allowance is not None and allowance <= 0) or self.key in self.memory.retired:
             return None  # the scheduler then terminates the task itself
         self.active = self.inner
         if self.memory.cold_batches > 0:

@@ -113,6 +113,7 @@ class Tuner:
         self.started = time.time()
         self.device_log_offset = 0
         self.transfer_source: Path | None = None
+        self.retired_variants: set[str] = set()  # variants clearly slower than the best
 
     # ---- set-up ---------------------------------------------------------------------
     def prepare(self):
@@ -372,6 +373,10 @@ class Tuner:
                 num_threads=int(self.meta["target"].get("num-cores", 1)),
                 seed=int(self.options.get("seed", 0)) + self.run_index * 1000 + before,
             )
+            from tvmtui.tuning.search import module_hash
+
+            self.task_keys = [module_hash(c.mod) for c in contexts]
+            self.retire_losing_variants()
             ms.tune_tasks(
                 tasks=contexts,
                 task_weights=weights,
@@ -489,6 +494,7 @@ class Tuner:
             out, meta={"trials": self.trials_total, "best_ms": estimate, "variant": variant},
             traces=traces
         )
+        self.retire_losing_variants()
         self._obey()
 
     def estimates(self) -> dict[str, float | None]:
@@ -496,6 +502,30 @@ class Tuner:
         from tvmtui.tuning.estimate import variant_estimates
 
         return variant_estimates((t.info.weights, t.best_s) for t in self.tasks)
+
+    def retire_losing_variants(self) -> None:
+        """Stop tuning the tasks only clearly slower variants run (a bandit over variants:
+        trials go to the variants still in the race)."""
+        from tvmtui.tuning.estimate import losing_variants
+
+        if not getattr(self, "task_keys", None) or len(self.task_keys) != len(self.tasks):
+            return
+        min_trials: dict[str, int] = {}
+        for t in self.tasks:
+            if t.info.flops > 0:
+                for v in t.info.weights:
+                    min_trials[v] = min(min_trials.get(v, t.trials), t.trials)
+        labels = {v: p.get("label", v) for v, p in self.plans.items()}
+        losing = losing_variants(self.estimates(), min_trials, labels)
+        for variant, why in losing.items():
+            if variant in self.retired_variants:
+                continue
+            self.retired_variants.add(variant)
+            label = self.plans.get(variant, {}).get("label", variant)
+            self.emit_notice(f"variants: {label} gets no more trials ({why})")
+        for key, task in zip(self.task_keys, self.tasks):
+            if set(task.info.weights) <= self.retired_variants:
+                self.memory.retired.add(key)
 
     def estimate_ms(self) -> float | None:
         """The session's estimate: that of the fastest complete variant."""
