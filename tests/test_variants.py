@@ -123,7 +123,10 @@ def test_variants_through_tune_resume_show_export(cli, tmp_path):
     assert run.returncode == 0, run.stderr
     events = cli.json_lines(run.stdout)
     extracted = next(e for e in events if e["event"] == "tasks_extracted")
-    assert set(extracted["variants"]) == set(gv.VARIANTS)
+    # Sub-pixel has no transposed convolution to rewrite here: dropped, and said so.
+    assert set(extracted["variants"]) == {"nchw", "nchwc", "winograd"}
+    assert any("Sub-pixel: no layer it applies to" in e["message"]
+               for e in events if e["event"] == "notice")
     by_task = {t["index"]: t["variant"] for t in extracted["tasks"]}
     assert {"nchw", "nchwc", "winograd"} <= set(by_task.values())
     trials = [e for e in events if e["event"] == "trial"]
@@ -195,3 +198,34 @@ def test_estimates_and_the_variant_bandit():
     assert losing_variants(close, {"nchw": 500, "winograd": 500}) == {}
     assert "no complete estimate" in losing_variants(
         {"nchw": 1.0, "nchwc": None}, {"nchw": 40, "nchwc": 40})["nchwc"]
+
+
+def deconv_net(cin, cout, k, stride, pad, in_hw, out_pad=0, seed=0) -> bytes:
+    rng = np.random.default_rng(seed)
+    w = (0.1 * rng.standard_normal((cin, cout, k, k))).astype(np.float32)
+    oh = (in_hw[0] - 1) * stride - 2 * pad + k + out_pad
+    ow = (in_hw[1] - 1) * stride - 2 * pad + k + out_pad
+    node = helper.make_node("ConvTranspose", ["input", "w"], ["output"], kernel_shape=[k, k],
+                            strides=[stride, stride], pads=[pad] * 4,
+                            output_padding=[out_pad, out_pad])
+    graph = helper.make_graph(
+        [node], "deconv",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, cin, *in_hw])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, cout, oh, ow])],
+        initializer=[numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("k,stride,pad,hw,out_pad", [
+    (4, 2, 1, (4, 4), 0),  # DCGAN's layers
+    (4, 2, 1, (5, 7), 0),  # odd, non-square input
+    (3, 2, 1, (6, 6), 1),  # kernel no multiple of the stride, output padding
+    (2, 2, 0, (3, 3), 0),
+    (5, 3, 2, (4, 5), 0),  # stride 3
+])
+def test_subpixel_matches_onnxruntime(k, stride, pad, hw, out_pad):
+    shape = (1, 8, *hw)
+    err, plan = _run_variant(deconv_net(8, 6, k, stride, pad, hw, out_pad), shape, "subpixel")
+    assert plan.rewritten == 1 and err < 1e-5, err

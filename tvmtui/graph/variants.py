@@ -10,6 +10,8 @@ A variant is one rewrite of the whole graph; the tuner measures each and keeps t
   accurate enough for that layer; the weights are transformed at compile time (float64),
   the input padded to whole tiles and the output cropped (TOPI reads past its padded
   input otherwise). The other convolutions stay as in `nchw`.
+- `subpixel`: strided transposed convolutions as one dense phase convolution plus an
+  interleave (`subpixel.py`), instead of a convolution over a zero-dilated input.
 
 `prepare` must run, with the same variant, before task extraction, export and the bench
 build: then all three compile the same graph and the database's keys match.
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-VARIANTS = ("nchw", "nchwc", "winograd")
+VARIANTS = ("nchw", "nchwc", "winograd", "subpixel")
 DEFAULT = "nchw"
 WINOGRAD_MIN_CHANNELS = 16  # below this the transforms cost more than they save
 
@@ -70,7 +72,8 @@ def vector_block(target) -> int:
 
 
 def label(variant: str, block: int) -> str:
-    return {"nchw": "NCHW", "nchwc": f"NCHW{block}c", "winograd": "Winograd"}[variant]
+    return {"nchw": "NCHW", "nchwc": f"NCHW{block}c", "winograd": "Winograd",
+            "subpixel": "Sub-pixel"}[variant]
 
 
 # ---- the rewrites ---------------------------------------------------------------------------
@@ -238,6 +241,11 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4):
         # Fold weight expressions (e.g. a TFLite OHWI->OIHW transpose) into constants first.
         mod = relax.transform.FoldConstant()(mod)
         legalize_map["relax.nn.conv2d"] = _winograd_legalizer(plan, tolerance)
+    elif variant == "subpixel":
+        from tvmtui.graph import subpixel
+
+        legalize_map["relax.nn.conv2d_transpose"] = (
+            lambda bb, call: subpixel.legalize(bb, call, plan))
     elif variant != "nchw":
         raise ValueError(f"unknown variant {variant!r}")
     with target:

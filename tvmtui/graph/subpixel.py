@@ -1,0 +1,91 @@
+"""Strided transposed convolution as one dense convolution plus an interleave (sub-pixel).
+
+TOPI lowers conv2d_transpose as a convolution over the input dilated with zeros: at
+stride s, s*s times the useful multiply-adds. Each output phase (oh % s, ow % s) only
+ever meets the kernel taps k = (phase + pad) % s + s*t, so it is a stride-1 convolution of
+the input with a (K/s x K/s) slice of the flipped kernel. All s*s phases share one padded
+input, so they run as a single convolution with s*s times the output channels; a gather
+then interleaves the phases into the output (and crops the phases' offsets).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def phase_layout(h: int, out_h: int, k: int, s: int, p: int) -> tuple[int, int]:
+    """Top and bottom padding of the input along one axis for the phase convolution:
+    phase r's outputs start at offset (r + p) // s of the phase convolution's output."""
+    taps = k // s
+    top = taps - 1
+    needed = -(-out_h // s) + (s - 1 + p) // s  # outputs per phase + the largest offset
+    bottom = max(0, needed - (h + top - taps + 1))
+    return top, bottom
+
+
+def phase_weights(weight: np.ndarray, s: int, pads: tuple[int, int]) -> np.ndarray:
+    """IOHW transposed-conv weights -> OIHW weights of the s*s phase convolutions, phases
+    outermost along O: index ((rh * s + rw) * O + o)."""
+    cin, cout, kh, kw = weight.shape
+    th, tw = kh // s, kw // s
+    out = np.zeros((s * s * cout, cin, th, tw), np.float32)
+    for rh in range(s):
+        bh = (rh + pads[0]) % s
+        for rw in range(s):
+            bw = (rw + pads[1]) % s
+            block = (rh * s + rw) * cout
+            for jh in range(th):
+                for jw in range(tw):
+                    tap_h, tap_w = bh + s * (th - 1 - jh), bw + s * (tw - 1 - jw)
+                    out[block:block + cout, :, jh, jw] = weight[:, :, tap_h, tap_w].T
+    return out
+
+
+def legalize(bb, call, plan):
+    """conv2d_transpose -> phase convolution + interleave, where it applies; else stock."""
+    import tvm
+    from tvm import relax, te, topi
+    from tvm.relax.transform.legalize_ops.nn import _nn_conv2d_transpose
+
+    a = call.attrs
+    weight = call.args[1]
+    strides = [int(v) for v in a.strides]
+    try:
+        data = [int(v) for v in call.args[0].ty.shape]
+        out = [int(v) for v in call.ty.shape]
+        wshape = [int(v) for v in weight.ty.shape]
+    except (TypeError, ValueError, AttributeError):
+        return _nn_conv2d_transpose(bb, call)
+    if (a.data_layout != "NCHW" or a.kernel_layout != "IOHW" or a.out_layout != "NCHW"
+            or int(a.groups) != 1 or any(int(d) != 1 for d in a.dilation)
+            or strides[0] != strides[1] or strides[0] < 2
+            or not isinstance(weight, tvm.ir.expr.GenericConst)):
+        return _nn_conv2d_transpose(bb, call)
+    s = strides[0]
+    # Kernels that are no multiple of the stride get zero taps appended (same result).
+    w_np = weight.value.numpy()
+    kh, kw = (-(-k // s) * s for k in wshape[2:])
+    w_np = np.pad(w_np, ((0, 0), (0, 0), (0, kh - wshape[2]), (0, kw - wshape[3])))
+    pad = [int(v) for v in a.padding]
+    pad_t, pad_l = pad[0], pad[1]
+    _, cin, h, w = data
+    n, cout, oh, ow = out
+    top_h, bot_h = phase_layout(h, oh, kh, s, pad_t)
+    top_w, bot_w = phase_layout(w, ow, kw, s, pad_l)
+    kernel = relax.const(phase_weights(w_np, s, (pad_t, pad_l)))
+    out_dtype = a.out_dtype or "float32"
+    phases = bb.emit_te(
+        topi.nn.conv2d_nchw, call.args[0], kernel, 1, (top_h, top_w, bot_h, bot_w), 1,
+        out_dtype, primfunc_name_hint="conv2d_phases")
+
+    def interleave(ph):
+        def pick(i, o, y, x):
+            # phase r = y % s sits at offset (r + pad) // s in its padded phase output
+            return ph[i, ((y % s) * s + x % s) * cout + o,
+                      y // s + (y % s + pad_t) // s, x // s + (x % s + pad_l) // s]
+
+        return te.compute((n, cout, oh, ow), pick, name="subpixel_interleave")
+
+    plan.rewritten += 1
+    return bb.call_te(interleave, phases, primfunc_name_hint="subpixel_interleave")
+
