@@ -229,3 +229,15 @@ def test_subpixel_matches_onnxruntime(k, stride, pad, hw, out_pad):
     shape = (1, 8, *hw)
     err, plan = _run_variant(deconv_net(8, 6, k, stride, pad, hw, out_pad), shape, "subpixel")
     assert plan.rewritten == 1 and err < 1e-5, err
+
+
+@pytest.mark.parametrize("name", ["dwconv:D9", "dwconv:D4"])
+def test_blocked_depthwise_matches_onnxruntime(name):
+    from tvmtui.workloads import load_workload
+
+    wl = load_workload(name)
+    shape = wl.input_shapes["input"]
+    err, plan = _run_variant(wl.model_bytes, shape, "nchwc")
+    block = gv.vector_block(_target()[1])
+    assert err < 1e-5
+    assert plan.rewritten == (1 if shape[1] % block == 0 else 0)

@@ -102,11 +102,16 @@ def _blocked_layouts(block: int, plan: Plan):
         if call.op.name != "relax.nn.conv2d":
             return {}
         info = _conv_info(call)
-        if info is not None and int(call.attrs.groups) == 1:
-            (_, cin, _, _), (cout, _, _, _) = info
+        if info is None:
+            return {"relax.nn.conv2d": ["NCHW", "OIHW"]}
+        (_, cin, _, _), (cout, per_group, _, _) = info
+        groups = int(call.attrs.groups)
+        depthwise = groups == cin == cout and per_group == 1
+        if groups == 1 or depthwise:
             if cin % block == 0 and cout % block == 0:
                 plan.rewritten += 1
-                return {"relax.nn.conv2d": [f"NCHW{block}c", f"OIHW{block}i{block}o"]}
+                kernel = f"OIHW1i{block}o" if depthwise else f"OIHW{block}i{block}o"
+                return {"relax.nn.conv2d": [f"NCHW{block}c", kernel]}
             plan.notes.append(
                 f"conv {cin}->{cout} channels stays NCHW: not a multiple of the block {block}")
         return {"relax.nn.conv2d": ["NCHW", "OIHW"]}
@@ -122,10 +127,36 @@ def _legalize_blocked(bb, call):
     a = call.attrs
     if len(a.data_layout) == 4:
         return _nn_conv2d(bb, call)
+    if int(a.groups) > 1:
+        return bb.call_te(_depthwise_nchwc, call.args[0], call.args[1], a.strides, a.padding,
+                          a.dilation, a.out_dtype or "float32",
+                          primfunc_name_hint="depthwise_conv2d_NCHWc")
     return bb.call_te(
         topi.nn.conv2d_NCHWc, call.args[0], call.args[1], a.strides, a.padding, a.dilation,
         a.data_layout, a.out_layout, a.out_dtype or "float32", primfunc_name_hint="conv2d_NCHWc",
     )
+
+
+def _depthwise_nchwc(data, kernel, strides, padding, dilation, out_dtype):
+    """Depthwise conv on NCHW[x]c data with an OIHW1i[x]o kernel (TOPI registers none)."""
+    from tvm import te, topi
+
+    n, chunks, h, w, block = (int(d) for d in data.shape)
+    kh, kw = int(kernel.shape[2]), int(kernel.shape[3])
+    sh, sw = (int(v) for v in strides)
+    dh, dw = (int(v) for v in dilation)
+    pads = [int(p) for p in padding]
+    pads = pads * 2 if len(pads) == 2 else pads
+    padded = topi.nn.pad(data, (0, 0, pads[0], pads[1], 0), (0, 0, pads[2], pads[3], 0))
+    oh = (h + pads[0] + pads[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + pads[1] + pads[3] - dw * (kw - 1) - 1) // sw + 1
+    rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
+    return te.compute(
+        (n, chunks, oh, ow, block),
+        lambda b, c, y, x, cb: te.sum(
+            padded[b, c, y * sh + rh * dh, x * sw + rw * dw, cb].astype(out_dtype)
+            * kernel[c, 0, rh, rw, 0, cb].astype(out_dtype), axis=[rh, rw]),
+        name="depthwise_conv2d_NCHWc")
 
 
 def winograd_matrices(tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
