@@ -241,3 +241,32 @@ def test_blocked_depthwise_matches_onnxruntime(name):
     block = gv.vector_block(_target()[1])
     assert err < 1e-5
     assert plan.rewritten == (1 if shape[1] % block == 0 else 0)
+
+
+def test_reuse_across_sessions_is_marked_and_measured_again(cli, tmp_path):
+    two = tmp_path / "two.onnx"
+    two.write_bytes(conv_net([(16, 3, 1), (16, 3, 1)], (1, 16, 10, 10)))
+    one = tmp_path / "one.onnx"  # the same layer once: its tasks are among two's
+    one.write_bytes(conv_net([(16, 3, 1)], (1, 16, 10, 10), seed=5))
+    first = cli.run("tune", str(two), "--trials", "24", "--session", "src", "--json",
+                    "--variants", "nchw", "--batch", "8")
+    assert first.returncode == 0, first.stderr
+    second = cli.run("tune", str(one), "--trials", "12", "--session", "dst", "--json",
+                     "--variants", "nchw", "--batch", "8")
+    assert second.returncode == 0, second.stderr
+    events = cli.json_lines(second.stdout)
+    trials = [e for e in events if e["event"] == "trial"]
+    reused = [e for e in trials if e.get("reused_from")]
+    assert reused and {e["reused_from"] for e in reused} == {"src"}
+    assert all(e["run_s"] and e["error_kind"] is None for e in reused)  # measured here
+    assert trials[:len(reused)] == reused  # the warm start comes first
+    assert any("reuse:" in e["message"] and "'src'" in e["message"]
+               for e in events if e["event"] == "notice")
+    assert len(trials) == 12 and [e["trial"] for e in trials] == list(range(1, 13))
+    shashes = {e["shash"] for e in reused}
+    src = [e for e in cli.session("src").iter_events("trial")]
+    assert shashes <= {e["shash"] for e in src}  # the source's own schedules
+    cold = cli.run("tune", str(one), "--trials", "4", "--session", "cold", "--json",
+                   "--variants", "nchw", "--no-reuse")
+    assert not any(e.get("reused_from") for e in cli.json_lines(cold.stdout)
+                   if e["event"] == "trial")

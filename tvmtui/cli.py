@@ -200,6 +200,7 @@ def cmd_tune(args) -> int:
         raise UserError(f"--variants: {exc}") from None
     options = {
         "variants": variants,
+        "reuse": not args.no_reuse,
         "batch": args.batch,
         "population": args.population,
         "genetic_iters": args.genetic_iters,
@@ -797,6 +798,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--variants", default="all",
         help="layout/algorithm variants to search: all (default) or a list of nchw, nchwc "
         "(channel-blocked), winograd; the fastest measured is what export builds",
+    )
+    p.add_argument(
+        "--no-reuse", action="store_true",
+        help="do not warm-start from other sessions' records on this chip (they are "
+        "measured again here before they count)",
     )
     p.set_defaults(func=cmd_tune)
 

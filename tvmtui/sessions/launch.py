@@ -36,6 +36,8 @@ def create_session(
 
     # New sessions search every layout/algorithm variant unless told otherwise.
     options = dict(options, variants=list(options.get("variants") or VARIANTS))
+    # ... and warm-start from other sessions' records on this chip, re-measured here.
+    options.setdefault("reuse", True)
     session = st.Session.create(
         root,
         name,
@@ -94,12 +96,15 @@ def wait_for_lock(session: st.Session, pid: int, timeout: float = 20.0) -> bool:
     return session.worker_alive()
 
 
-def same_chip_sessions(root: Path, graph_hash: str, target: dict, fingerprint_id: str) -> list:
-    """Sessions that tuned this graph for this target on this very chip (offered for reuse)."""
+def same_chip_sessions(root: Path, graph_hash: str | None, target: dict,
+                       fingerprint_id: str) -> list:
+    """Sessions that tuned this graph (None: any graph) for this target on this very chip."""
     found, _ = st.list_sessions(root)
     out = []
     for summary in found:
-        if summary.graph_hash != graph_hash or summary.target != target or summary.bundled:
+        if summary.target != target or summary.bundled:
+            continue
+        if graph_hash is not None and summary.graph_hash != graph_hash:
             continue
         try:
             session = st.Session.open(root, summary.name)

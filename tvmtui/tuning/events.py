@@ -89,6 +89,7 @@ class Trial:
     queue_s: float | None = None  # seconds it waited in the tracker queue
     remeasured: bool = False  # a record from another chip measured again here (transfer)
     variant: str = "nchw"  # the task's layout/algorithm variant (see TaskInfo.variant)
+    reused_from: str | None = None  # another session's record, measured again here (reuse)
 
     @property
     def latency_s(self) -> float | None:

@@ -272,29 +272,78 @@ class Tuner:
         transfer = self.meta.get("transfer") or {}
         if not transfer.get("pending") or self.transfer_source is None:
             return
+        k = int(transfer.get("k", 8))
+        source = transfer["from"]
+        self.emit_notice(
+            f"transfer: records were measured on another chip ({source.get('label', source['id'])});"
+            f" re-measuring the best {k} of each task here before trusting any"
+        )
+        self._remeasure(self._open_db(self.transfer_source), k, remeasured=True)
+        self.session.set_meta(fingerprint=transfer["to"],
+                              transfer=dict(transfer, pending=False, done=time.time()))
+
+    def reuse_records(self) -> None:
+        """A new session warm-starts from the best records of other sessions on this chip
+        and target with the same tasks (ResNet-18's convolutions are C1-C12): each is
+        measured again here before it counts, and its trial says where it came from."""
+        from tvmtui.sessions.launch import same_chip_sessions
+
+        fingerprint = (self.meta.get("fingerprint") or {}).get("id")
+        if (self.prior_trials or not self.options.get("reuse", False) or not fingerprint
+                or (self.meta.get("transfer") or {}).get("pending")):
+            return
+        root = self.session.path.parent
+        sources = [s.name for s in same_chip_sessions(root, None, self.meta["target"], fingerprint)
+                   if s.name != self.session.name and s.trials]
+        # At most half the budget goes to re-measuring: tuning is still what it is for.
+        k = int(self.options.get("reuse_k", 4))
+        spare = max(0, int(self.meta["budget"]) // 2)
+        used, reused_tasks = 0, set()
+        for name in sources:
+            if self.control.stop or used >= spare:
+                break
+            path = root / name
+            try:
+                db = self._open_db(path / st.RECORD_DB, path / st.WORKLOAD_DB)
+            except Exception:  # noqa: BLE001 - a session being written or broken: skip it
+                continue
+            tasks = self._remeasure(db, min(k, spare - used), reused_from=name,
+                                    skip=reused_tasks, limit=spare - used)
+            used += sum(tasks.values())
+            reused_tasks |= set(tasks)
+            if tasks:
+                self.emit_notice(
+                    f"reuse: {len(tasks)} task(s) warm-started from session {name!r} "
+                    f"({sum(tasks.values())} records measured again here)")
+
+    def _open_db(self, records: Path, workloads: Path | None = None):
+        from tvm.s_tir import meta_schedule as ms
+
+        return ms.database.JSONDatabase(
+            path_workload=str(workloads or self.session.file(st.WORKLOAD_DB)),
+            path_tuning_record=str(records), module_equality="structural",
+        )
+
+    def _remeasure(self, old_db, k: int, remeasured: bool = False, reused_from: str | None = None,
+                   skip: set | None = None, limit: int | None = None) -> dict[int, int]:
+        """Measure the best `k` records `old_db` has for each task on this device, commit
+        those that ran into the session's database; returns task -> records measured."""
         import shutil
 
         from tvm.s_tir import Schedule
         from tvm.s_tir import meta_schedule as ms
 
-        k = int(transfer.get("k", 8))
-        source = transfer["from"]
         device_type = "cpu" if self.target.kind.name == "llvm" else self.target.kind.name
-        self.emit_notice(
-            f"transfer: records were measured on another chip ({source.get('label', source['id'])});"
-            f" re-measuring the best {k} of each task here before trusting any"
-        )
-        old_db = ms.database.JSONDatabase(
-            path_workload=str(self.session.file(st.WORKLOAD_DB)),
-            path_tuning_record=str(self.transfer_source),
-            module_equality="structural",
-        )
+        done: dict[int, int] = {}
         for task_id, task in enumerate(self.extracted):
             mod = task.dispatched[0]
-            if self.control.stop or not old_db.has_workload(mod):
+            if self.control.stop or (skip and task_id in skip) or not old_db.has_workload(mod):
                 continue
+            left = None if limit is None else limit - sum(done.values())
+            if left is not None and left <= 0:
+                break
             candidates = []
-            for record in old_db.get_top_k(old_db.commit_workload(mod), k):
+            for record in old_db.get_top_k(old_db.commit_workload(mod), min(k, left or k)):
                 sch = Schedule(mod)
                 record.trace.apply_to_schedule(sch, remove_postproc=False)
                 candidates.append(ms.MeasureCandidate(
@@ -315,12 +364,13 @@ class Tuner:
                 if res.run_secs and res.error_msg is None:
                     self.database.commit_tuning_record(ms.database.TuningRecord(
                         cand.sch.trace, workload, res.run_secs, self.target, cand.args_info))
-            self.record_batch(task_id, candidates, built, results, remeasured=True)
+            self.record_batch(task_id, candidates, built, results, remeasured=remeasured,
+                              reused_from=reused_from)
+            done[task_id] = len(candidates)
             for b in built:
                 if b.artifact_path:
                     shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
-        self.session.set_meta(fingerprint=transfer["to"],
-                              transfer=dict(transfer, pending=False, done=time.time()))
+        return done
 
     def _device_records(self) -> dict[str, dict]:
         """New lines of the runner hooks' log, by artifact path (which server measured it)."""
@@ -401,7 +451,7 @@ class Tuner:
 
     # ---- per batch -----------------------------------------------------------------
     def record_batch(self, task_id, candidates, builder_results, runner_results,
-                     remeasured: bool = False) -> None:
+                     remeasured: bool = False, reused_from: str | None = None) -> None:
         from tvmtui.tuning.search import module_hash
 
         task = self.tasks[task_id]
@@ -437,6 +487,7 @@ class Tuner:
                 queue_s=boards.get(bres.artifact_path or "", {}).get("queue_s"),
                 remeasured=remeasured,
                 variant=task.info.variant,
+                reused_from=reused_from,
             )
             out.append((ev.TRIAL, trial.to_json()))
             traces.append((trial.trial, _trace_text(cand.sch)))
@@ -637,6 +688,11 @@ def run(session_path: Path) -> int:
         tuner.make_parts()
         tuner.set_state(ev.RUNNING, "")
         tuner.transfer_records()
+        try:
+            tuner.reuse_records()
+        except Exception as exc:  # noqa: BLE001 - a warm start is a bonus, never a failure
+            log.exception("reuse")
+            tuner.emit_notice(f"reuse skipped: {type(exc).__name__}: {exc}"[:ERROR_CHARS])
         final = tuner.tune()
         reason = control.stop_reason if final == ev.STOPPED else (
             "budget reached" if tuner.trials_total >= control.budget else "search space exhausted"
