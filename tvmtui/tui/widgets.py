@@ -126,7 +126,14 @@ class TrialStream(DataTable):
         for e in trials[-STREAM_ROWS:]:
             lat = sum(e["run_s"]) / len(e["run_s"]) if e.get("run_s") else None
             gflops = flops.get(e["task"], 0) / lat / 1e9 if lat else None
-            status = Text(e["error_kind"], style="red") if e.get("error_kind") else Text("ok")
+            if e.get("error_kind"):
+                status = Text(e["error_kind"], style="red")
+            elif e.get("reused_from"):
+                status = Text(f"ok, reused from {e['reused_from']}", style="cyan")
+            elif e.get("remeasured"):
+                status = Text("ok, re-measured", style="cyan")
+            else:
+                status = Text("ok")
             self.add_row(
                 str(e["trial"]),
                 e.get("task_name", str(e["task"])),
