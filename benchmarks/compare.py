@@ -3,8 +3,8 @@
 For each workload it tunes a session (or reuses `cmp-<workload>-<trials>` when that
 session already reached its budget), runs `tvmtui bench` on it, and writes
 benchmarks/results/compare.json (one row per workload and baseline) and compare.md (the
-table, plus where the time goes when tuned TVM is slower than the best baseline: each
-task's share of the tuned time and its GFLOPS against the CPU's nominal peak).
+table, the variant (layout/algorithm) tuned TVM runs, and per layer: its variant, share of
+the tuned time, GFLOPS and % of the CPU's *measured* FMA peak, from benchmarks/peak.py).
 
     python benchmarks/compare.py --trials 256 --net-trials-per-task 48
     python benchmarks/compare.py --workloads conv:C12 --trials 64 --frames 10   # quick
@@ -15,14 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT = "conv:C2,conv:C6,conv:C9,conv:C12,dwconv:D1,dwconv:D9,dqn,dcgan,mobilenet"
+DEFAULT = ("conv:C2,conv:C6,conv:C9,conv:C12,dwconv:D1,dwconv:D9,dqn,dcgan,mobilenet,"
+           "resnet18,lstm")
 NETWORKS = {"resnet18", "mobilenet", "lstm", "dqn", "dcgan"}
 
 
@@ -33,43 +33,14 @@ def tvmtui(*args: str, sessions: Path) -> subprocess.CompletedProcess:
     )
 
 
-def nominal_peak_gflops() -> tuple[float, str]:
-    """Cores x base clock x FP32 FLOPs per cycle from the ISA (2 FMA pipes assumed)."""
-    import os
-
-    info = Path("/proc/cpuinfo").read_text()
-    mhz = re.search(r"cpu MHz\s*:\s*([\d.]+)", info)
-    flags = re.search(r"^(flags|Features)\s*:(.*)$", info, re.M)
-    flags = set(flags.group(2).split()) if flags else set()
-    per_cycle = 64 if "avx512f" in flags else 32 if "avx2" in flags else 16
-    ghz = float(mhz.group(1)) / 1000 if mhz else 2.0
-    cores = len(os.sched_getaffinity(0))
-    return cores * ghz * per_cycle, f"{cores} cores x {ghz:.2f} GHz x {per_cycle} FLOP/cycle"
-
-
-def task_breakdown(session_dir: Path) -> list[dict]:
-    """Per task: weight, FLOPs, best latency, share of the tuned network time, GFLOPS."""
-    conn = sqlite3.connect(f"file:{session_dir / 'session.sqlite'}?mode=ro", uri=True)
-    rows = conn.execute("SELECT event, data FROM events WHERE event IN "
-                        "('tasks_extracted', 'trial')").fetchall()
-    tasks: list[dict] = []
-    for event, data in rows:
-        e = json.loads(data)
-        if event == "tasks_extracted" and not tasks:
-            tasks = [{"task": t["name"], "weight": t["weight"], "flops": t["flops"],
-                      "best_ms": None, "trials": 0} for t in e["tasks"]]
-        elif event == "trial" and e["task"] < len(tasks):
-            t = tasks[e["task"]]
-            t["trials"] += 1
-            if not e.get("error_kind") and e.get("run_s"):
-                ms = 1000 * sum(e["run_s"]) / len(e["run_s"])
-                t["best_ms"] = ms if t["best_ms"] is None else min(t["best_ms"], ms)
-    total = sum(t["weight"] * t["best_ms"] for t in tasks if t["best_ms"]) or 1.0
-    for t in tasks:
-        if t["best_ms"]:
-            t["share"] = t["weight"] * t["best_ms"] / total
-            t["gflops"] = t["flops"] / t["best_ms"] / 1e6
-    return sorted(tasks, key=lambda t: -t.get("share", 0))
+def measured_peak_gflops() -> tuple[float, str]:
+    """The all-cores FMA peak benchmarks/peak.py measured (run now if it has not been)."""
+    path = HERE / "results" / "peak.json"
+    if not path.exists():
+        subprocess.run([sys.executable, str(HERE / "peak.py")], check=True)
+    peak = json.loads(path.read_text())
+    return peak["gflops_all_cores"], (f"measured by benchmarks/peak.py: {peak['isa']} FMA "
+                                      f"chains on {peak['cores']} cores")
 
 
 def ensure_session(workload: str, trials: int, sessions: Path) -> tuple[str, float]:
@@ -103,7 +74,7 @@ def main() -> None:
     args = ap.parse_args()
     sessions = Path(args.sessions_dir)
     sessions.mkdir(parents=True, exist_ok=True)
-    peak, peak_text = nominal_peak_gflops()
+    peak, peak_text = measured_peak_gflops()
     rows, workloads = [], []
     for workload in [w.strip() for w in args.workloads.split(",") if w.strip()]:
         trials = args.trials
@@ -150,7 +121,8 @@ def main() -> None:
             "best_gflops": flops / best["median_ms"] / 1e6 if flops and best else None,
             "speedup_vs_best": best["speedup"] if best else None,
             "unavailable": {b["name"]: b["reason"] for b in report["baselines"] if not b["available"]},
-            "tasks": task_breakdown(sessions / name),
+            "variant": report.get("variant"),
+            "tasks": report.get("layers", []),
         }
         workloads.append(summary)
         print(f"   tvm {tuned['median_ms']:.3f} ms; best {summary['best_baseline']} "
@@ -169,7 +141,7 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
              command: str) -> str:
     lines = [
         "# Tuned TVM against the baselines on this machine", "",
-        f"`{command.strip()}`; nominal FP32 peak {peak:.0f} GFLOPS ({peak_text}, base clock).",
+        f"`{command.strip()}`; FP32 peak {peak:.0f} GFLOPS ({peak_text}).",
         "Speedup = baseline median / tuned TVM median; a speedup whose parity check failed "
         "is marked, never counted as a win.", "",
         "| workload | trials | tuned TVM ms | TVM GFLOPS | baseline | baseline ms | speedup | parity |",
@@ -185,28 +157,34 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
                          f"{r['baseline']} | {r['median_ms']:.3f} | {sp} | "
                          f"{'ok' if r['parity_passed'] else 'FAIL'} {r['max_rel_err']:.1e} |")
     lines += ["", "## Against the best baseline", "",
-              "| workload | best baseline | its GFLOPS | tuned TVM GFLOPS | speedup |",
-              "|---|---|---|---|---|"]
+              "| workload | variant | best baseline | its GFLOPS (% of peak) | tuned TVM GFLOPS "
+              "(% of peak) | speedup |",
+              "|---|---|---|---|---|---|"]
+
+    def gf(value):
+        return f"{value:.0f} ({100 * value / peak:.0f}%)" if value else "-"
+
     for w in workloads:
-        bg = f"{w['best_gflops']:.0f}" if w["best_gflops"] else "-"
-        tg = f"{w['tvm_gflops']:.0f}" if w["tvm_gflops"] else "-"
         sp = f"{w['speedup_vs_best']:.2f}x" if w["speedup_vs_best"] is not None else "-"
-        lines.append(f"| {w['workload']} | {w['best_baseline']} | {bg} | {tg} | {sp} |")
-    slow = [w for w in workloads if (w["speedup_vs_best"] or 0) < 1.0]
-    if slow:
-        lines += ["", "## Where the time goes (workloads where tuned TVM is slower)", ""]
-        for w in slow:
-            lines.append(f"**{w['workload']}** ({w['trials']} trials):")
-            lines.append("")
-            lines.append("| task | weight | trials | best ms | share | GFLOPS | % of peak |")
-            lines.append("|---|---|---|---|---|---|---|")
-            for t in w["tasks"][:6]:
-                if not t.get("best_ms"):
-                    continue
-                lines.append(f"| {t['task']} | {t['weight']} | {t['trials']} | {t['best_ms']:.3f} | "
-                             f"{100 * t['share']:.0f}% | {t['gflops']:.0f} | "
-                             f"{100 * t['gflops'] / peak:.0f}% |")
-            lines.append("")
+        lines.append(f"| {w['workload']} | {w.get('variant') or '-'} | {w['best_baseline']} | "
+                     f"{gf(w['best_gflops'])} | {gf(w['tvm_gflops'])} | {sp} |")
+    lines += ["", "## Per layer: the variant that won, and where the time goes", "",
+              "GFLOPS of a Winograd or sub-pixel layer count the work that algorithm does, "
+              "not the direct convolution's.", ""]
+    for w in workloads:
+        lines.append(f"**{w['workload']}** ({w['trials']} trials, variant {w.get('variant')}):")
+        lines.append("")
+        lines.append("| task | variant | weight | best ms | share | GFLOPS | % of peak |")
+        lines.append("|---|---|---|---|---|---|---|")
+        rows_ = sorted((t for t in w["tasks"] if t.get("best_ms")), key=lambda t: -(t["share"] or 0))
+        for t in rows_[:8]:
+            g = t.get("gflops")
+            lines.append(f"| {t['name']} | {t.get('variant_label', t['variant'])} | {t['weight']} | "
+                         f"{t['best_ms']:.3f} | {100 * (t['share'] or 0):.0f}% | "
+                         f"{g:.0f} | {100 * g / peak:.0f}% |" if g else
+                         f"| {t['name']} | {t.get('variant_label', t['variant'])} | {t['weight']} | "
+                         f"{t['best_ms']:.3f} | {100 * (t['share'] or 0):.0f}% | - | - |")
+        lines.append("")
     unavailable = {k: v for w in workloads for k, v in w["unavailable"].items() if k != "tvm-tuned"}
     if unavailable:
         lines += ["", "Not available on this machine:", ""]
