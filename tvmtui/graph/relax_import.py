@@ -44,7 +44,108 @@ def onnx_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
 
 def load_relax(fmt: str, model_bytes: bytes, input_shapes: dict[str, list[int]]):
     """The graph every variant starts from: imported, with constant subgraphs folded once
-    (BatchNorm into weights, weight transposes), so variants see plain constant weights."""
+    (BatchNorm statistics, weight transposes), so variants see plain constant weights."""
     from tvm import relax
 
-    return relax.transform.FoldConstant()(model_to_relax(fmt, model_bytes, input_shapes))
+    mod = model_to_relax(fmt, model_bytes, input_shapes)
+    # Stock FoldConstant compiles a kernel for every folded operator (12 s for MobileNet's
+    # BatchNorm statistics); numpy folds the common ones first, to the same constants.
+    return relax.transform.FoldConstant()(fold_with_numpy(mod))
+
+
+_BINARY = {"relax.add": "add", "relax.subtract": "subtract", "relax.multiply": "multiply",
+           "relax.divide": "divide", "relax.power": "power", "relax.maximum": "maximum",
+           "relax.minimum": "minimum"}
+_UNARY = {"relax.sqrt": "sqrt", "relax.negative": "negative", "relax.exp": "exp",
+          "relax.isnan": "isnan"}
+_SAME_ELEMENTS = ("relax.reshape", "relax.expand_dims", "relax.squeeze", "relax.flatten")
+
+
+def _apply_index_map(index_map, value, shape):
+    """Move every element of `value` to where a (padding-free) index map sends it."""
+    import numpy as np
+    from tvm import tirx
+
+    grids = np.indices(value.shape, sparse=True)
+    env = dict(zip((v.name for v in index_map.initial_indices), grids))
+
+    def ev(e):
+        if isinstance(e, tirx.Var):
+            return env[e.name]
+        if isinstance(e, tirx.IntImm):
+            return int(e.value)
+        ops = {tirx.FloorDiv: np.floor_divide, tirx.FloorMod: np.mod, tirx.Add: np.add,
+               tirx.Sub: np.subtract, tirx.Mul: np.multiply}
+        for kind, fn in ops.items():
+            if isinstance(e, kind):
+                return fn(ev(e.a), ev(e.b))
+        raise NotImplementedError(type(e).__name__)
+
+    dst = np.broadcast_arrays(*[ev(e) for e in index_map.final_indices])
+    out = np.zeros(shape, value.dtype)
+    if out.size != value.size:
+        raise ValueError("the index map pads or drops elements")
+    out[tuple(dst)] = value
+    return out
+
+
+def fold_with_numpy(mod):
+    """Fold operators whose inputs are all constants with numpy (elementwise arithmetic,
+    where, transposes, reshapes; layout transforms through their index map), in the
+    result's dtype; others are left as they are."""
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class Folder(relax.PyExprMutator):
+        def constant(self, expr):
+            if isinstance(expr, relax.Var):
+                bound = self.lookup_binding(expr)
+                expr = expr if bound is None else bound
+            return expr.value.numpy() if isinstance(expr, tvm.ir.expr.GenericConst) else None
+
+        def layout_transform(self, call):
+            value = self.constant(call.args[0])
+            if value is None or call.attrs.pad_value is not None:
+                return call
+            try:
+                shape = [int(d) for d in call.ty.shape]
+                return relax.const(_apply_index_map(call.attrs.index_map, value, shape))
+            except (NotImplementedError, TypeError, ValueError, IndexError):
+                return call
+
+        def visit_call_(self, call):
+            call = self.visit_expr_post_order(call)
+            name = getattr(call.op, "name", None)
+            if name == "relax.layout_transform":  # e.g. weights packed by ConvertLayout
+                return self.layout_transform(call)
+            if name not in _BINARY and name not in _UNARY and name != "relax.where" and \
+                    name not in _SAME_ELEMENTS and name != "relax.permute_dims":
+                return call
+            n = 1 if name in _SAME_ELEMENTS or name == "relax.permute_dims" else None
+            args = [self.constant(a) for a in call.args[:n]]
+            if not args or any(a is None for a in args):
+                return call
+            try:
+                shape = [int(d) for d in call.ty.shape]
+                dtype = str(call.ty.dtype)
+            except (TypeError, ValueError, AttributeError):
+                return call
+            if name in _SAME_ELEMENTS:
+                out = args[0].reshape(shape)
+            elif name == "relax.permute_dims":
+                axes = call.attrs.axes
+                out = np.transpose(args[0], None if axes is None else [int(a) for a in axes])
+            elif name == "relax.where":
+                out = np.where(*args)
+            else:
+                out = getattr(np, _BINARY.get(name) or _UNARY[name])(*args)
+            out = np.asarray(out, dtype=dtype)
+            return relax.const(out) if list(out.shape) == shape else call
+
+    folder = Folder(mod)
+    for gvar, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            folder.builder_.update_func(gvar, folder.visit_expr(func))
+    return relax.transform.CanonicalizeBindings()(folder.builder_.get())

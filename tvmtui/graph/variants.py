@@ -170,7 +170,7 @@ def winograd_matrices(tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def winograd_weight(weight: np.ndarray, tile: int) -> np.ndarray:
     """OIHW 3x3 weights -> (alpha, alpha, CI, CO), transformed in float64."""
     _, _, g = winograd_matrices(tile)
-    u = np.einsum("ek,oikl,nl->enio", g, weight.astype(np.float64), g)
+    u = np.einsum("ek,oikl,nl->enio", g, weight.astype(np.float64), g, optimize=True)
     return u.astype(np.float32)
 
 
@@ -185,7 +185,8 @@ def winograd_error(weight: np.ndarray, hw: tuple[int, int], pads: list[int], til
     xp = np.pad(x.astype(np.float64), ((0, 0), (pt, pb), (pl, pr)))
     oh, ow = xp.shape[1] - 2, xp.shape[2] - 2
     cols = np.stack([xp[:, i:i + oh, j:j + ow] for i in range(3) for j in range(3)], axis=1)
-    ref = np.einsum("oik,ikhw->ohw", weight.astype(np.float64).reshape(cout, cin, 9), cols)
+    ref = np.einsum("oik,ikhw->ohw", weight.astype(np.float64).reshape(cout, cin, 9), cols,
+                    optimize=True)
     a, b, _ = (m.astype(np.float32) for m in winograd_matrices(tile))
     alpha = tile + 2
     nh, nw = -(-oh // tile), -(-ow // tile)
@@ -193,9 +194,10 @@ def winograd_error(weight: np.ndarray, hw: tuple[int, int], pads: list[int], til
                                         (0, nw * tile + 2 - xp.shape[2])))
     tiles = np.stack([np.stack([xt[:, i * tile:i * tile + alpha, j * tile:j * tile + alpha]
                                 for j in range(nw)], 1) for i in range(nh)], 1)
-    v = np.einsum("ae,cijab,bn->enijc", b, tiles, b)  # data pack
-    m = np.einsum("enijc,enco->enijo", v, winograd_weight(weight, tile))  # batched GEMM
-    y = np.einsum("ea,enijo,nb->oiajb", a, m, a).reshape(cout, nh * tile, nw * tile)
+    v = np.einsum("ae,cijab,bn->enijc", b, tiles, b, optimize=True)  # data pack
+    m = np.einsum("enijc,enco->enijo", v, winograd_weight(weight, tile), optimize=True)  # GEMM
+    y = np.einsum("ea,enijo,nb->oiajb", a, m, a, optimize=True)
+    y = y.reshape(cout, nh * tile, nw * tile)
     y = y[:, :oh, :ow].astype(np.float64)
     return float(np.max(np.abs(y - ref) / np.maximum(np.abs(ref), 1.0)))
 
@@ -266,7 +268,10 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4):
     plan = Plan(variant, label(variant, block))
     legalize_map = {}
     if variant == "nchwc":
+        from tvmtui.graph.relax_import import fold_with_numpy
+
         mod = relax.transform.ConvertLayout({}, _blocked_layouts(block, plan))(mod)
+        mod = fold_with_numpy(mod)  # pack the weights now (stock folding compiles each)
         legalize_map["relax.nn.conv2d"] = _legalize_blocked
     elif variant == "winograd":
         # Fold weight expressions (e.g. a TFLite OHWI->OIHW transpose) into constants first.
