@@ -112,6 +112,7 @@ class Tuner:
         self.pending_model_metrics: dict | None = None
         self.started = time.time()
         self.device_log_offset = 0
+        self.device_seen: dict[str, dict] = {}  # runner-hook lines not yet matched to a trial
         self.transfer_source: Path | None = None
         self.retired_variants: set[str] = set()  # variants clearly slower than the best
 
@@ -373,25 +374,26 @@ class Tuner:
         return done
 
     def _device_records(self) -> dict[str, dict]:
-        """New lines of the runner hooks' log, by artifact path (which server measured it)."""
+        """The runner hooks' log by artifact path (which server measured it). Lines read
+        are kept until their batch is recorded: with several tasks in flight, another
+        batch's lines can arrive first."""
         path = self.session.file(st.DEVICE_LOG)
         if not path.exists():
-            return {}
+            return self.device_seen
         import json
 
         with open(path) as fh:
             fh.seek(self.device_log_offset)
             lines = fh.readlines()
             self.device_log_offset = fh.tell()
-        out = {}
         for line in lines:
             try:
                 rec = json.loads(line)
             except ValueError:
                 continue
             if rec.get("artifact"):
-                out[rec["artifact"]] = rec
-        return out
+                self.device_seen[rec["artifact"]] = rec
+        return self.device_seen
 
     def emit_notice(self, message: str) -> None:
         self.session.append(ev.NOTICE, {"message": message})
@@ -484,7 +486,7 @@ class Tuner:
                 shash=shash,
                 run=self.run_index,
                 device=boards.get(bres.artifact_path or "", {}).get("server"),
-                queue_s=boards.get(bres.artifact_path or "", {}).get("queue_s"),
+                queue_s=boards.pop(bres.artifact_path or "", {}).get("queue_s"),
                 remeasured=remeasured,
                 variant=task.info.variant,
                 reused_from=reused_from,
