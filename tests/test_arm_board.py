@@ -54,14 +54,18 @@ def test_emulated_board_end_to_end(cli, board, tmp_path):
     (tmp_path / "devices.json").write_text(json.dumps(info, indent=1))
 
     device = f"tracker://{board.tracker}/arm64"
+    # The channel-blocked layout's ARM path: NEON's 4 float32 lanes give NCHW4c.
     out = cli.run("tune", "dwconv:D9", "--trials", "8", "--session", "arm", "--json",
-                  "--device", device, timeout=3000)
+                  "--device", device, "--variants", "nchwc", timeout=3000)
     assert out.returncode == 0, out.stderr
     events = cli.json_lines(out.stdout)
     assert events[-1]["state"] == "finished", events[-1]
     trials = [e for e in events if e["event"] == "trial"]
     measured = [t for t in trials if not t["error_kind"]]
     assert len(trials) == 8 and measured, [t["error"] for t in trials][:2]
+    extracted = next(e for e in events if e["event"] == "tasks_extracted")
+    assert extracted["variants"]["nchwc"]["label"] == "NCHW4c"
+    assert extracted["variants"]["nchwc"]["rewritten"] == 1
     assert all(t["device"] for t in measured)
     meta = cli.session("arm").meta()
     assert meta["target"]["mtriple"].startswith("aarch64")
@@ -72,6 +76,8 @@ def test_emulated_board_end_to_end(cli, board, tmp_path):
     out = cli.run("export", "arm", str(lib), "--json", timeout=1200)
     assert out.returncode == 0, out.stderr
     assert b"\x7fELF" == lib.read_bytes()[:4] and lib.read_bytes()[18] == 0xB7  # EM_AARCH64
+    exported = json.loads(lib.with_suffix(".json").read_text())
+    assert (exported["variant"], exported["variant_label"]) == ("nchwc", "NCHW4c")
 
     import onnxruntime as ort
     import tvm
@@ -93,4 +99,5 @@ def test_emulated_board_end_to_end(cli, board, tmp_path):
     assert np.abs(got - reference).max() <= 1e-4
     (tmp_path / "result.json").write_text(json.dumps({
         "target": meta["target"], "trials_measured_on_board": len(measured),
+        "variant": exported["variant_label"],
         "max_abs_err": float(np.abs(got - reference).max()), "t": time.time()}))

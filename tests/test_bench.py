@@ -62,7 +62,9 @@ def test_bench_contract_and_saved_results(tuned):
     assert "16 trials" in rows["tvm-tuned"]["detail"]
     assert "no tuning records" in rows["tvm-untuned"]["detail"]
     assert report["variant"] and report["layers"]
-    assert {layer["variant"] for layer in report["layers"]} <= {"nchw", "shared"}
+    shown = json.loads(tuned.run("sessions", "show", "d9", "--json").stdout)
+    assert report["variant"] == shown["variant_label"]
+    assert {layer["variant"] for layer in report["layers"]} <= {shown["variant"], "shared"}
 
     # Saved: a `bench` event in the stream and the summary in `sessions list`.
     session = tuned.session("d9")

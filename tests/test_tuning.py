@@ -45,7 +45,10 @@ def _untuned(workload: str, x: np.ndarray) -> np.ndarray:
 
 
 def test_tune_resume_export_conv_c12(cli, tmp_path):
+    # The stock graph: one task, so numbering and hashes below are exact (variants have
+    # their own tests in test_variants.py).
     first = cli.run("tune", "conv:C12", "--trials", "16", "--session", "a", "--json",
+                    "--variants", "nchw",
                     "--warmup-samples", "8")
     assert first.returncode == 0, first.stderr
     events = cli.json_lines(first.stdout)
