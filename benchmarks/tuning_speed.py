@@ -6,8 +6,12 @@ For one built-in workload and trial budget it measures, for both:
   and the best latency reached. Each tool runs --repeats times with different seeds (best
   latency after a small budget is noisy); the summary row is the median of each column.
 Prints a table and writes benchmarks/results/tuning_speed.json.
+`--first-trial W1,W2,...` instead measures, per workload, the seconds from `tvmtui tune`
+to its tasks (all variants extracted) and to its first measured trial
+(results/first_trial.json).
 
     python benchmarks/tuning_speed.py --workload conv:C12 --trials 64 --repeats 3
+    python benchmarks/tuning_speed.py --first-trial conv:C12,resnet18,mobilenet,lstm,dqn,dcgan
 """
 
 from __future__ import annotations
@@ -85,6 +89,28 @@ def run_tvmtui(workload: str, trials: int, work: Path, seed: int) -> dict:
     }
 
 
+def first_trial(workload: str, work: Path) -> dict:
+    """Seconds from `tvmtui tune` to tasks_extracted and to the first trial; then stop."""
+    name = "first-" + "".join(c if c.isalnum() else "-" for c in workload)
+    start = time.time()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tvmtui", "tune", workload, "--trials", "1000", "--session", name,
+         "--json", "--sessions-dir", str(work)], stdout=subprocess.PIPE, text=True)
+    row = {"workload": workload, "tasks_s": None, "first_trial_s": None, "tasks": None}
+    for line in proc.stdout:
+        e = json.loads(line)
+        if e["event"] == "tasks_extracted":
+            row["tasks_s"], row["tasks"] = e["t"] - start, len(e["tasks"])
+            row["variants"] = list(e.get("variants", {}))
+        elif e["event"] == "trial":
+            row["first_trial_s"] = e["t"] - start
+            subprocess.run([sys.executable, "-m", "tvmtui", "stop", name, "--sessions-dir",
+                            str(work)], capture_output=True)
+            break
+    proc.wait()
+    return row
+
+
 def stock_child(workload: str, trials: int, work: str, out: str, seed: int) -> None:
     """Runs in its own process: stock tune_relax with default builder, runner and search."""
     import tvm
@@ -160,7 +186,22 @@ def main() -> None:
     ap.add_argument("--stock-child", action="store_true")
     ap.add_argument("--work")
     ap.add_argument("--out")
+    ap.add_argument("--first-trial", help="comma list of workloads: time to the first trial")
     args = ap.parse_args()
+    if args.first_trial:
+        with tempfile.TemporaryDirectory(prefix="tvmtui-first-") as tmp:
+            rows = [first_trial(w.strip(), Path(tmp)) for w in args.first_trial.split(",")]
+        print(f"{'workload':<12} {'tasks':>5} {'tasks at s':>10} {'first trial s':>13}  variants")
+        for r in rows:
+            print(f"{r['workload']:<12} {r['tasks']:>5} {r['tasks_s']:>10.1f} "
+                  f"{r['first_trial_s']:>13.1f}  {','.join(r.get('variants', []))}")
+        dest = HERE / "results" / "first_trial.json"
+        dest.write_text(json.dumps({
+            "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "rows": rows,
+            "command": " ".join(["python", "benchmarks/tuning_speed.py", *sys.argv[1:]])},
+            indent=2) + "\n")
+        print(f"wrote {dest}")
+        return
     if args.stock_child:
         stock_child(args.workload, args.trials, args.work, args.out, args.seed)
         return

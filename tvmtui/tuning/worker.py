@@ -406,25 +406,12 @@ class Tuner:
         """Tune until the budget is spent or a stop is asked; returns the final state."""
         from tvm.s_tir import meta_schedule as ms
 
-        from tvmtui.tuning.search import DedupSearch
-
+        self._cold_pass()
         while not self.control.stop and self.trials_total < self.control.budget:
             before = self.trials_total
             self.memory.allowance = self.control.budget - before
             self.memory.in_flight = 0
-            strategy = DedupSearch(
-                population_size=int(self.options.get("population", 256)),
-                genetic_num_iters=int(self.options.get("genetic_iters", 3)),
-                memory=self.memory,
-                score=self.cost_model.score,
-            )
-            contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-                self.extracted,
-                work_dir=str(self.session.path),
-                strategy=strategy,
-                num_threads=int(self.meta["target"].get("num-cores", 1)),
-                seed=int(self.options.get("seed", 0)) + self.run_index * 1000 + before,
-            )
+            contexts, weights = self._contexts(self.extracted, before)
             from tvmtui.tuning.search import module_hash
 
             self.task_keys = [module_hash(c.mod) for c in contexts]
@@ -450,6 +437,58 @@ class Tuner:
             if self.trials_total == before and not self.control.stop:
                 return ev.FINISHED  # the search found nothing new to measure
         return ev.STOPPED if self.control.stop else ev.FINISHED
+
+    def _contexts(self, tasks, before: int):
+        from tvm.s_tir import meta_schedule as ms
+
+        from tvmtui.tuning.search import DedupSearch
+
+        strategy = DedupSearch(
+            population_size=int(self.options.get("population", 256)),
+            genetic_num_iters=int(self.options.get("genetic_iters", 3)),
+            memory=self.memory,
+            score=self.cost_model.score,
+        )
+        return ms.relax_integration.extracted_tasks_to_tune_contexts(
+            tasks,
+            work_dir=str(self.session.path),
+            strategy=strategy,
+            num_threads=int(self.meta["target"].get("num-cores", 1)),
+            seed=int(self.options.get("seed", 0)) + self.run_index * 1000 + before,
+        )
+
+    def _cold_pass(self) -> None:
+        """A new session's first, sampled batch of each task, one task at a time.
+        MetaSchedule's scheduler sends a batch of every task before it records any: with
+        the variants' 50 ResNet-18 tasks the first trial waited for 50 searches and builds
+        (over 10 minutes); here each task's trials arrive as soon as they are measured."""
+        from tvm.s_tir import meta_schedule as ms
+
+        if self.memory.cold_batches <= 0:
+            return  # resumed, or warm-started: there is something to evolve from
+        for index, task in enumerate(self.extracted):
+            left = self.control.budget - self.trials_total
+            if self.control.stop or left <= 0:
+                break
+            size = min(left, self.memory.cold_batch_size)
+            self.memory.allowance, self.memory.in_flight = size, 0
+            self.memory.cold_batches = 1
+            contexts, weights = self._contexts([task], self.trials_total)
+            if not contexts:
+                continue
+            ms.tune_tasks(
+                tasks=contexts, task_weights=weights, work_dir=str(self.session.path),
+                max_trials_global=size, num_trials_per_iter=size, builder=self.builder,
+                runner=self.runner, database=self.database, cost_model=self.cost_model,
+                measure_callbacks=[
+                    ms.measure_callback.AddToDatabase(),
+                    ms.measure_callback.UpdateCostModel(),
+                    ms.measure_callback.RemoveBuildArtifact(),
+                    Recorder(self, task_ids=[index]),
+                ],
+                task_scheduler="round-robin",
+            )
+        self.memory.cold_batches = 0
 
     # ---- per batch -----------------------------------------------------------------
     def record_batch(self, task_id, candidates, builder_results, runner_results,
@@ -625,12 +664,14 @@ def _trace_text(sch) -> str:
 class Recorder(PyMeasureCallback):
     """Turns each measured batch into session events, then obeys control requests."""
 
-    def __init__(self, tuner: Tuner):
+    def __init__(self, tuner: Tuner, task_ids: list[int] | None = None):
         super().__init__()
         self.tuner = tuner
+        self.task_ids = task_ids  # the session's index of each task of this tuning call
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
-        self.tuner.record_batch(task_id, measure_candidates, builder_results, runner_results)
+        index = self.task_ids[task_id] if self.task_ids else task_id
+        self.tuner.record_batch(index, measure_candidates, builder_results, runner_results)
 
 
 def _hold_lock(session_path: Path):
