@@ -107,6 +107,8 @@ def first_trial(workload: str, work: Path) -> dict:
             subprocess.run([sys.executable, "-m", "tvmtui", "stop", name, "--sessions-dir",
                             str(work)], capture_output=True)
             break
+    for _ in proc.stdout:  # drain: a follower blocked on a full pipe would never exit
+        pass
     proc.wait()
     return row
 
