@@ -404,39 +404,54 @@ class Tuner:
     # ---- the tuning loop -----------------------------------------------------------
     def tune(self) -> str:
         """Tune until the budget is spent or a stop is asked; returns the final state."""
-        from tvm.s_tir import meta_schedule as ms
 
         self._cold_pass()
+        failures = 0
         while not self.control.stop and self.trials_total < self.control.budget:
             before = self.trials_total
             self.memory.allowance = self.control.budget - before
             self.memory.in_flight = 0
-            contexts, weights = self._contexts(self.extracted, before)
+            contexts, weights = self._contexts(self.extracted, before + 7919 * failures)
             from tvmtui.tuning.search import module_hash
 
             self.task_keys = [module_hash(c.mod) for c in contexts]
             self.retire_losing_variants()
-            ms.tune_tasks(
-                tasks=contexts,
-                task_weights=weights,
-                work_dir=str(self.session.path),
-                max_trials_global=self.control.budget - self.trials_total,
-                num_trials_per_iter=int(self.options.get("batch", 32)),
-                builder=self.builder,
-                runner=self.runner,
-                database=self.database,
-                cost_model=self.cost_model,
-                measure_callbacks=[
-                    ms.measure_callback.AddToDatabase(),
-                    ms.measure_callback.UpdateCostModel(),
-                    ms.measure_callback.RemoveBuildArtifact(),
-                    Recorder(self),
-                ],
-                task_scheduler="gradient",
-            )
+            try:
+                self._tune_all(contexts, weights)
+            except RuntimeError as exc:
+                # A schedule the search sampled can fail to replay ("The block no longer
+                # exists in the IRModule"): seed-dependent, so try again with another seed.
+                failures += 1
+                if failures > 3:
+                    raise
+                self.emit_notice(f"a search round failed ({_last_line(exc)}); "
+                                 "retrying with another seed")
+                continue
             if self.trials_total == before and not self.control.stop:
                 return ev.FINISHED  # the search found nothing new to measure
         return ev.STOPPED if self.control.stop else ev.FINISHED
+
+    def _tune_all(self, contexts, weights) -> None:
+        from tvm.s_tir import meta_schedule as ms
+
+        ms.tune_tasks(
+            tasks=contexts,
+            task_weights=weights,
+            work_dir=str(self.session.path),
+            max_trials_global=self.control.budget - self.trials_total,
+            num_trials_per_iter=int(self.options.get("batch", 32)),
+            builder=self.builder,
+            runner=self.runner,
+            database=self.database,
+            cost_model=self.cost_model,
+            measure_callbacks=[
+                ms.measure_callback.AddToDatabase(),
+                ms.measure_callback.UpdateCostModel(),
+                ms.measure_callback.RemoveBuildArtifact(),
+                Recorder(self),
+            ],
+            task_scheduler="gradient",
+        )
 
     def _contexts(self, tasks, before: int):
         from tvm.s_tir import meta_schedule as ms
@@ -462,7 +477,6 @@ class Tuner:
         MetaSchedule's scheduler sends a batch of every task before it records any: with
         the variants' 50 ResNet-18 tasks the first trial waited for 50 searches and builds
         (over 10 minutes); here each task's trials arrive as soon as they are measured."""
-        from tvm.s_tir import meta_schedule as ms
 
         if self.memory.cold_batches <= 0:
             return  # resumed, or warm-started: there is something to evolve from
@@ -476,19 +490,28 @@ class Tuner:
             contexts, weights = self._contexts([task], self.trials_total)
             if not contexts:
                 continue
-            ms.tune_tasks(
-                tasks=contexts, task_weights=weights, work_dir=str(self.session.path),
-                max_trials_global=size, num_trials_per_iter=size, builder=self.builder,
-                runner=self.runner, database=self.database, cost_model=self.cost_model,
-                measure_callbacks=[
-                    ms.measure_callback.AddToDatabase(),
-                    ms.measure_callback.UpdateCostModel(),
-                    ms.measure_callback.RemoveBuildArtifact(),
-                    Recorder(self, task_ids=[index]),
-                ],
-                task_scheduler="round-robin",
-            )
+            try:
+                self._tune_one(index, contexts, weights, size)
+            except RuntimeError as exc:  # one task's sampling failure is not the session's
+                self.emit_notice(f"task {index} ({task.task_name}): its first sampled batch "
+                                 f"failed ({_last_line(exc)}); the other tasks go on")
         self.memory.cold_batches = 0
+
+    def _tune_one(self, index: int, contexts, weights, size: int) -> None:
+        from tvm.s_tir import meta_schedule as ms
+
+        ms.tune_tasks(
+            tasks=contexts, task_weights=weights, work_dir=str(self.session.path),
+            max_trials_global=size, num_trials_per_iter=size, builder=self.builder,
+            runner=self.runner, database=self.database, cost_model=self.cost_model,
+            measure_callbacks=[
+                ms.measure_callback.AddToDatabase(),
+                ms.measure_callback.UpdateCostModel(),
+                ms.measure_callback.RemoveBuildArtifact(),
+                Recorder(self, task_ids=[index]),
+            ],
+            task_scheduler="round-robin",
+        )
 
     # ---- per batch -----------------------------------------------------------------
     def record_batch(self, task_id, candidates, builder_results, runner_results,
@@ -651,6 +674,11 @@ class Tuner:
             obj = getattr(self, part, None)
             if obj is not None:
                 obj.shutdown()
+
+
+def _last_line(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines()
+    return (lines[-1] if lines else type(exc).__name__)[:300]
 
 
 def _trace_text(sch) -> str:
