@@ -129,19 +129,40 @@ def main() -> None:
               f"{summary['best_ms']:.3f} ms; speedup {summary['speedup_vs_best']:.2f}x", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    command = "python benchmarks/compare.py " + " ".join(sys.argv[1:])
+    command = ("python benchmarks/compare.py " + " ".join(sys.argv[1:])).strip()
+    for w in workloads:
+        w["command"] = command
+    rows, workloads = merge_earlier(out / "compare.json", rows, workloads)
+    commands = sorted({w.get("command", "?") for w in workloads})
     (out / "compare.json").write_text(json.dumps(
-        {"command": command.strip(), "created": time.time(), "peak_gflops": peak,
+        {"commands": commands, "created": time.time(), "peak_gflops": peak,
          "peak": peak_text, "rows": rows, "workloads": workloads}, indent=2) + "\n")
-    (out / "compare.md").write_text(markdown(rows, workloads, peak, peak_text, command))
+    (out / "compare.md").write_text(markdown(rows, workloads, peak, peak_text, commands))
     print(f"wrote {out / 'compare.json'} and {out / 'compare.md'}")
 
 
+def merge_earlier(path: Path, rows: list[dict], workloads: list[dict]) -> tuple[list, list]:
+    """Keep an earlier run's workloads that this run did not redo (the table grows by parts)."""
+    if not path.exists():
+        return rows, workloads
+    earlier = json.loads(path.read_text())
+    redone = {w["workload"] for w in workloads}
+    kept = [w for w in earlier.get("workloads", []) if w["workload"] not in redone]
+    if not all("command" in w for w in kept):
+        return rows, workloads  # a table from before the merge: start again
+    order = DEFAULT.split(",")
+    merged = sorted(kept + workloads, key=lambda w: order.index(w["workload"])
+                    if w["workload"] in order else len(order))
+    rows = [r for r in earlier.get("rows", []) if r["workload"] not in redone] + rows
+    return rows, merged
+
+
 def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: str,
-             command: str) -> str:
+             commands: list[str]) -> str:
     lines = [
         "# Tuned TVM against the baselines on this machine", "",
-        f"`{command.strip()}`; FP32 peak {peak:.0f} GFLOPS ({peak_text}).",
+        "Made by " + "; ".join(f"`{c}`" for c in commands) +
+        f". FP32 peak {peak:.0f} GFLOPS ({peak_text}).",
         "Speedup = baseline median / tuned TVM median; a speedup whose parity check failed "
         "is marked, never counted as a win.", "",
         "| workload | trials | tuned TVM ms | TVM GFLOPS | baseline | baseline ms | speedup | parity |",
@@ -179,11 +200,9 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
         rows_ = sorted((t for t in w["tasks"] if t.get("best_ms")), key=lambda t: -(t["share"] or 0))
         for t in rows_[:8]:
             g = t.get("gflops")
+            speed = f"{g:.0f} | {100 * g / peak:.0f}%" if g else "- | -"
             lines.append(f"| {t['name']} | {t.get('variant_label', t['variant'])} | {t['weight']} | "
-                         f"{t['best_ms']:.3f} | {100 * (t['share'] or 0):.0f}% | "
-                         f"{g:.0f} | {100 * g / peak:.0f}% |" if g else
-                         f"| {t['name']} | {t.get('variant_label', t['variant'])} | {t['weight']} | "
-                         f"{t['best_ms']:.3f} | {100 * (t['share'] or 0):.0f}% | - | - |")
+                         f"{t['best_ms']:.3f} | {100 * (t['share'] or 0):.0f}% | {speed} |")
         lines.append("")
     unavailable = {k: v for w in workloads for k, v in w["unavailable"].items() if k != "tvm-tuned"}
     if unavailable:
