@@ -11,13 +11,16 @@ def model_to_relax(fmt: str, model_bytes: bytes, input_shapes: dict[str, list[in
 
 
 def tflite_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
-    """TFLite bytes -> Relax, with the layout fix TRANSPOSE_CONV needs to build."""
+    """TFLite bytes -> Relax (sparse and float16 weights made plain first), with the layout
+    fix TRANSPOSE_CONV needs to build."""
     import tflite
     import tvm
     from tvm import relax
     from tvm.relax.frontend.tflite import from_tflite
 
-    model = tflite.Model.GetRootAsModel(model_bytes, 0)
+    from tvmtui.graph.normalize import normalize_tflite
+
+    model = tflite.Model.GetRootAsModel(normalize_tflite(model_bytes), 0)
     mod = from_tflite(model, shape_dict={k: tuple(v) for k, v in input_shapes.items()})
     return tvm.transform.Sequential(
         [
@@ -29,13 +32,16 @@ def tflite_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
 
 
 def onnx_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
-    """ONNX bytes -> Relax IRModule with weights bound as constants, inference form."""
+    """ONNX bytes -> Relax IRModule with weights bound as constants, inference form (shape
+    and constant subgraphs folded first)."""
     import onnx
     import tvm
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
 
-    model = onnx.load_from_string(model_bytes)
+    from tvmtui.graph.normalize import fold_onnx
+
+    model = onnx.load_from_string(fold_onnx(model_bytes))
     mod = from_onnx(model, shape_dict=input_shapes, keep_params_in_input=False)
     return tvm.transform.Sequential(
         [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
@@ -149,3 +155,69 @@ def fold_with_numpy(mod):
         if isinstance(func, relax.Function):
             folder.builder_.update_func(gvar, folder.visit_expr(func))
     return relax.transform.CanonicalizeBindings()(folder.builder_.get())
+
+
+def import_problem(fmt: str, model_bytes: bytes, input_shapes: dict[str, list[int]]) -> str | None:
+    """Why TVM cannot import this model (one line naming the operator and its node), or
+    None when it imports; run before a session exists."""
+    problem = None
+    with _quiet():  # the ONNX frontend prints the failing node's inputs, TVM warns on stderr
+        try:
+            load_relax(fmt, model_bytes, input_shapes)
+        except Exception as exc:  # noqa: BLE001 - any importer failure is the user's message
+            lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+            last = next((ln for ln in reversed(lines) if not ln.startswith("#")), "")
+            reason = f"{type(exc).__name__}: {last[:200]}" if last else type(exc).__name__
+            where = _failing_node(exc)
+            exc.__traceback__ = None  # frees the frontend's builder while stderr is quiet
+            problem = (f"TVM's {fmt.upper()} importer failed: {reason}" if where is None else
+                       f"TVM's {fmt.upper()} importer cannot convert {where}: {reason}")
+            del exc
+    return problem
+
+
+class _quiet:
+    """Discard what is written to stdout and stderr (file descriptors 1 and 2) inside."""
+
+    def __enter__(self):
+        import os
+        import sys
+        import tempfile
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.sink = tempfile.TemporaryFile()
+        self.saved = [os.dup(1), os.dup(2)]
+        os.dup2(self.sink.fileno(), 1)
+        os.dup2(self.sink.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc_info):
+        import gc
+        import os
+        import sys
+
+        gc.collect()  # builders the failed import left behind warn when they are freed
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, saved in zip((1, 2), self.saved):
+            os.dup2(saved, fd)
+            os.close(saved)
+        self.sink.close()
+        return False
+
+
+def _failing_node(exc: BaseException) -> str | None:
+    """The operator the frontend was converting when it raised, read off its frames:
+    `Reshape (node name)` for ONNX, `CONV_2D (operator #i)` for TFLite."""
+    found = None
+    tb = exc.__traceback__.tb_next  # from the frame below the (still running) caller's
+    while tb is not None:
+        local = tb.tb_frame.f_locals
+        node, op_code, op_idx = local.get("node"), local.get("op_code_str"), local.get("op_idx")
+        if hasattr(node, "op_type") and hasattr(node, "name"):
+            found = f"{node.op_type} (node {node.name or '?'})"
+        elif isinstance(op_code, str) and isinstance(op_idx, int):
+            found = f"{op_code} (operator #{op_idx})"
+        tb = tb.tb_next
+    return found
