@@ -31,9 +31,13 @@ def session_cells(summary) -> tuple[str, ...]:
     """One `SessionSummary` as the cells of SESSION_COLUMNS (CLI table and Sessions screen)."""
     from tvmtui.devices.local import describe_target
 
+    pinned = summary.pinned
+    workload = summary.workload + (
+        " (" + ", ".join(f"{k}={'x'.join(map(str, v))}" for k, v in pinned.items()) + ")"
+        if pinned else "")
     return (
         summary.name,
-        summary.workload,
+        workload,
         describe_target(summary.target),
         f"{summary.trials}/{summary.budget}",
         ms(summary.best_ms),

@@ -110,6 +110,7 @@ class SessionSummary:
     error: str | None = None
     bundled: bool = False  # the read-only demo shipped in assets/
     speedup: dict | None = None  # the last `tvmtui bench` summary: vs, speedup, tvm_ms
+    pinned: dict | None = None  # input shapes the user pinned with --shape
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -349,6 +350,7 @@ class Session:
             error=meta.get("error"),
             bundled=bundled,
             speedup=meta.get("bench"),
+            pinned=meta["workload"].get("pinned") or None,
         )
 
     # ---- helpers ---------------------------------------------------------------------

@@ -24,6 +24,7 @@ class Workload:
     model_bytes: bytes = field(repr=False)
     flops: int | None = None
     format: str = "onnx"  # the model file's format: "onnx" or "tflite"
+    pinned: dict[str, list[int]] = field(default_factory=dict)  # shapes set with --shape
 
     def meta(self) -> dict:
         """What a session stores about its workload."""
@@ -35,6 +36,7 @@ class Workload:
             "graph_hash": self.graph_hash,
             "flops": self.flops,
             "format": self.format,
+            "pinned": self.pinned,
         }
 
 
@@ -88,11 +90,10 @@ def resolve_shapes(
                 f"--shape {name} has {len(new)} dimensions, the model's input has {len(dims)}"
             )
         dims = list(new) if new is not None else list(dims)
-        if any(d <= 0 for d in dims):
-            shown = "x".join(str(d) if d > 0 else "?" for d in dims)
+        if any(not isinstance(d, int) or d <= 0 for d in dims):
             raise UserError(
-                f"input {name!r} of {path} has a dynamic dimension ({shown}); pin it with "
-                f"--shape {name}=" + "x".join(str(d) if d > 0 else "1" for d in dims)
+                f"input {name!r} of {path} has a dynamic dimension ({_shown(dims)}); pin it "
+                f"with --shape {name}={_suggested(dims)}"
             )
         shapes[name] = dims
     if not shapes:
@@ -100,12 +101,31 @@ def resolve_shapes(
     return shapes
 
 
+def _shown(dims: list) -> str:
+    return "x".join(str(d) if isinstance(d, int) and d > 0 else (d or "?") if isinstance(d, str)
+                    else "?" for d in dims)
+
+
+def _suggested(dims: list) -> str:
+    """A --shape value to start from: 1 for a dynamic batch (the first dimension), the
+    symbol's name in <> for any other dynamic dimension."""
+    out = []
+    for i, d in enumerate(dims):
+        if isinstance(d, int) and d > 0:
+            out.append(str(d))
+        elif i == 0:
+            out.append("1")
+        else:
+            out.append(f"<{d}>" if isinstance(d, str) and d else "<N>")
+    return "x".join(out)
+
+
 def _pin_shapes(model, overrides: dict[str, list[int]], path: str) -> dict[str, list[int]]:
     """Resolve the ONNX graph's input shapes and write them into the graph."""
     init_names = {init.name for init in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in init_names]
     declared = [
-        (i.name, [int(d.dim_value) if d.HasField("dim_value") else 0
+        (i.name, [int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or 0)
                   for d in i.type.tensor_type.shape.dim])
         for i in inputs
     ]
@@ -117,7 +137,8 @@ def _pin_shapes(model, overrides: dict[str, list[int]], path: str) -> dict[str, 
     return shapes
 
 
-def _file_workload(path: Path, fmt: str, data: bytes, shapes: dict[str, list[int]]) -> Workload:
+def _file_workload(path: Path, fmt: str, data: bytes, shapes: dict[str, list[int]],
+                   overrides: dict[str, list[int]]) -> Workload:
     return Workload(
         name=path.stem,
         kind=fmt,
@@ -126,6 +147,7 @@ def _file_workload(path: Path, fmt: str, data: bytes, shapes: dict[str, list[int
         graph_hash=graph_hash(data, shapes),
         model_bytes=data,
         format=fmt,
+        pinned={k: shapes[k] for k in overrides},
     )
 
 
@@ -163,7 +185,7 @@ def _load_onnx_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
         raise UserError(
             f"{path} uses operators TVM's ONNX frontend cannot import: {', '.join(missing)}"
         )
-    return _file_workload(path, "onnx", _canonical_bytes(model), shapes)
+    return _checked(_file_workload(path, "onnx", _canonical_bytes(model), shapes, overrides))
 
 
 def _tflite_ops(model, subgraph) -> list[tuple[str, str]]:
@@ -177,7 +199,12 @@ def _tflite_ops(model, subgraph) -> list[tuple[str, str]]:
         code = model.OperatorCodes(op.OpcodeIndex())
         value = max(code.DeprecatedBuiltinCode(), code.BuiltinCode())
         produced = subgraph.Tensors(int(op.Outputs(0))).Name().decode() if op.OutputsLength() else "?"
-        out.append((names.get(value, f"BUILTIN_{value}"), produced))
+        name = names.get(value, f"BUILTIN_{value}")
+        if value == BuiltinOperator.CUSTOM:  # named as the frontend does
+            custom = (code.CustomCode() or b"?").decode(errors="replace")
+            name = "DETECTION_POSTPROCESS" if custom == "TFLite_Detection_PostProcess" else \
+                f"CUSTOM {custom}"
+        out.append((name, produced))
     return out
 
 
@@ -205,19 +232,61 @@ def _load_tflite_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
             f"{path} is not a readable TFLite model ({type(exc).__name__}: {exc}); "
             "is it truncated? check the file"
         ) from None
-    from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
-
-    supported = OperatorConverter(model, subgraph, None, None).convert_map
-    missing = [
-        f"{op} (operator #{i} -> tensor {produced})"
-        for i, (op, produced) in enumerate(ops)
-        if op not in supported
-    ]
+    missing, quantized = _tflite_refused(model, subgraph, ops)
     if missing:
         raise UserError(
             f"{path} uses operators TVM's TFLite frontend cannot import: {', '.join(missing[:5])}"
+            f"{' ...' if len(missing) > 5 else ''}; export the model without them"
         )
-    return _file_workload(path, "tflite", data, resolve_shapes(inputs, overrides, path))
+    if quantized:
+        raise UserError(
+            f"{path} has quantized operators TVM's TFLite frontend cannot import: "
+            f"{', '.join(quantized[:5])}{' ...' if len(quantized) > 5 else ''}; "
+            "use a float model, or one without them"
+        )
+    shapes = resolve_shapes(inputs, overrides, path)
+    return _checked(_file_workload(path, "tflite", data, shapes, overrides))
+
+
+def _tflite_refused(model, subgraph, ops) -> tuple[list[str], list[str]]:
+    """Operators the frontend has no converter for, and quantized (or dynamic-range
+    quantized) operators it refuses: each as `NAME (operator #i -> tensor T)`."""
+    from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
+
+    conv = OperatorConverter(model, subgraph, None, None)
+    missing: dict[str, list[str]] = {}
+    quantized: dict[str, list[str]] = {}
+    for i, (name, produced) in enumerate(ops):
+        where = f"operator #{i} -> tensor {produced}"
+        if name not in conv.convert_map:
+            missing.setdefault(name, []).append(where)
+            continue
+        op = subgraph.Operators(i)
+        ins, outs = conv.get_input_tensors(op), conv.get_output_tensors(op)
+        q_in = sum(t.qnn_params is not None for t in ins[:1])
+        q_w = sum(t.qnn_params is not None for t in ins[1:])
+        q_out = sum(t.qnn_params is not None for t in outs)
+        if q_in + q_w + q_out and name not in conv._SUPPORTED_QUANTIZED_OPS:
+            quantized.setdefault(name, []).append(where)
+        elif q_w and not q_in and not q_out:
+            quantized.setdefault(f"{name} [dynamic-range quantized]", []).append(where)
+
+    def grouped(found: dict[str, list[str]]) -> list[str]:
+        return [f"{name} ({places[0]}{f', +{len(places) - 1} more' if len(places) > 1 else ''})"
+                for name, places in found.items()]
+
+    return grouped(missing), grouped(quantized)
+
+
+def _checked(workload: Workload) -> Workload:
+    """Refuse a user's file that TVM's importer fails on, before any session exists."""
+    from tvmtui.graph.relax_import import import_problem
+
+    problem = import_problem(workload.format, workload.model_bytes, workload.input_shapes)
+    if problem:
+        raise UserError(f"{workload.source}: {problem}; export the model without that "
+                        "operator, or with static shapes (pin inputs with --shape)")
+    return workload
 
 
 def load_builtin(spec: builtin.OpSpec) -> Workload:
