@@ -1,0 +1,125 @@
+"""Users' own files: shape subgraphs folded, sparse and float16 weights made plain,
+unsupported operators refused before a session exists, symbolic inputs pinned."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+
+from tests.user_models import (
+    int8_strided_slice_tflite,
+    shape_reshape_onnx,
+    small_cnn_tflite,
+    with_float16_weights,
+    with_sparse_dense_weight,
+)
+from tvmtui.errors import UserError
+from tvmtui.workloads.loader import graph_hash, load_workload
+
+
+def _tune_and_bench(cli, path, name: str, baseline: str, *extra: str) -> dict:
+    tune = cli.run("tune", str(path), "--trials", "2", "--variants", "nchw", "--session", name,
+                   "--json", *extra)
+    assert tune.returncode == 0, tune.stderr[-600:]
+    bench = cli.run("bench", name, "--json", "--frames", "3", "--repeats", "2",
+                    "--baselines", baseline)
+    assert bench.returncode == 0, bench.stderr[-600:]
+    report = json.loads(bench.stdout)
+    row = next(b for b in report["baselines"] if b["name"] == baseline)
+    assert row["available"], row
+    return row
+
+
+def test_reshape_of_a_computed_shape_folds_tunes_and_matches_the_original(cli, tmp_path):
+    path = tmp_path / "computed_reshape.onnx"
+    path.write_bytes(shape_reshape_onnx())
+    workload = load_workload(str(path))
+    # The hash is the user's file plus pinned shapes; the session keeps that file as it is.
+    model = onnx.load_from_string(workload.model_bytes)
+    assert {"Shape", "Gather", "Concat", "Identity"} <= {n.op_type for n in model.graph.node}
+    assert workload.graph_hash == graph_hash(workload.model_bytes, {"input": [1, 4, 9, 7]})
+    row = _tune_and_bench(cli, path, "computed", "onnxruntime")
+    # ONNX Runtime runs the user's original file: parity is against it.
+    assert row["parity"]["passed"], row["parity"]
+
+
+@pytest.mark.parametrize("store", ["float16", "sparse", "sparse+float16"])
+def test_sparse_and_float16_stored_weights_tune_and_pass_parity(cli, tmp_path, store):
+    data = small_cnn_tflite()
+    if "float16" in store:
+        data = with_float16_weights(data)
+    if "sparse" in store:
+        data = with_sparse_dense_weight(data)
+    path = tmp_path / f"stored_{store.replace('+', '_')}.tflite"
+    path.write_bytes(data)
+    row = _tune_and_bench(cli, path, f"stored-{store.replace('+', '-')}", "tflite")
+    assert row["parity"]["passed"], row["parity"]
+
+
+def test_stock_frontend_still_fails_on_densify_then_dequantize(tmp_path):
+    """The defect the import layer works around (README: frontend defects): if TVM fixes
+    it, this test says the workaround can go."""
+    import tflite
+    from tvm.relax.frontend.tflite import from_tflite
+
+    data = with_sparse_dense_weight(with_float16_weights(small_cnn_tflite()))
+    with pytest.raises(TypeError, match="bytes-like"):
+        from_tflite(tflite.Model.GetRootAsModel(data, 0), shape_dict={"input": (1, 10, 10, 4)})
+
+
+def test_unsupported_quantized_operator_is_refused_before_a_session(cli, tmp_path):
+    path = tmp_path / "int8_slice.tflite"
+    path.write_bytes(int8_strided_slice_tflite())
+    for args in (["tune", str(path), "--trials", "2"], ["bench", str(path), "--frames", "2"]):
+        proc = cli.run(*args)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        assert "STRIDED_SLICE (operator #0 -> tensor sliced)" in lines[0]
+        assert "float model" in lines[0]
+    assert not cli.root.exists() or not any(cli.root.iterdir())
+
+
+def test_importer_failure_is_refused_before_a_session(cli, tmp_path):
+    """A model the checker accepts but TVM's importer cannot convert: exit 2, one line
+    naming the operator and its node, and no session folder."""
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Reshape", ["input", "shape"], ["output"], name="the_reshape")
+    graph = helper.make_graph(
+        [node], "dynamic_reshape",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 6]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, ["a", "b"])])
+    path = tmp_path / "runtime_shape.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                     .SerializeToString())
+    with pytest.raises(UserError) as err:
+        load_workload(str(path))
+    assert "Reshape" in str(err.value) and "the_reshape" in str(err.value)
+    proc = cli.run("tune", str(path), "--trials", "2")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not cli.root.exists() or not any(cli.root.iterdir())
+
+
+def test_symbolic_batch_asks_for_shape_then_shows_it_pinned(cli, tmp_path):
+    path = tmp_path / "symbolic.onnx"
+    path.write_bytes(shape_reshape_onnx(batch="N"))
+    proc = cli.run("tune", str(path), "--trials", "2")
+    assert proc.returncode == 2, proc.stderr
+    assert "--shape input=1x4x9x7" in proc.stderr
+    assert not cli.root.exists() or not any(cli.root.iterdir())
+    tune = cli.run("tune", str(path), "--shape", "input=2x4x9x7", "--trials", "2",
+                   "--variants", "nchw", "--session", "pinned", "--json")
+    assert tune.returncode == 0, tune.stderr[-500:]
+    shown = json.loads(cli.run("sessions", "show", "pinned", "--json").stdout)
+    assert shown["workload_info"]["input_shapes"] == {"input": [2, 4, 9, 7]}
+    listed = json.loads(cli.run("sessions", "list", "--json").stdout)
+    assert listed[0]["pinned"] == {"input": [2, 4, 9, 7]}
+    from tvmtui import fmt
+    from tvmtui.sessions.store import SessionSummary
+
+    # The sessions table (CLI and the app's Sessions screen) names the pinned shape.
+    assert fmt.session_cells(SessionSummary(**listed[0]))[1] == "symbolic (input=2x4x9x7)"

@@ -1,0 +1,195 @@
+"""Small generated models with the traits real users' files have (shape-computing
+subgraphs, symbolic batches, float16 and sparse weights, unsupported quantized operators)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from tvmtui.workloads.tflite_writer import TfliteNet, _schema
+
+
+def _init(name: str, array: np.ndarray) -> onnx.TensorProto:
+    return numpy_helper.from_array(array, name)
+
+
+def shape_reshape_onnx(batch: str | int = 1) -> bytes:
+    """Conv -> ReLU -> Reshape whose target shape is computed at run time (Shape -> Gather ->
+    Unsqueeze -> Concat), plus an Identity chain on a constant, as exporters write them."""
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((8, 4, 3, 3)) * 0.2).astype(np.float32)
+    bias = rng.standard_normal(8).astype(np.float32)
+    nodes = [
+        helper.make_node("Identity", ["w0"], ["w1"], name="id_w"),
+        helper.make_node("Conv", ["input", "w1", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Shape", ["r"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "zero"], ["n"], name="gather", axis=0),
+        helper.make_node("Unsqueeze", ["n", "axes"], ["n1"], name="unsqueeze"),
+        helper.make_node("Concat", ["n1", "minus_one"], ["target"], name="concat", axis=0),
+        helper.make_node("Reshape", ["r", "target"], ["output"], name="reshape"),
+    ]
+    inits = [_init("w0", w), _init("b", bias), _init("zero", np.array(0, np.int64)),
+             _init("axes", np.array([0], np.int64)), _init("minus_one", np.array([-1], np.int64))]
+    graph = helper.make_graph(
+        nodes, "shape_reshape",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 4, 9, 7])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, None])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def small_cnn_tflite() -> bytes:
+    """Conv 3x3 -> ReLU -> global pool -> dense: the float model to re-store below."""
+    rng = np.random.default_rng(3)
+    net = TfliteNet("small_cnn", [1, 4, 10, 10])
+    x = net.relu(net.conv("input", (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(np.float32),
+                          rng.standard_normal(8).astype(np.float32), pad=1))
+    x = net.global_avg_pool(x)
+    w = (rng.standard_normal((6, 8)) * 0.5).astype(np.float32)
+    w[rng.random(w.shape) < 0.6] = 0.0  # mostly zeros, as pruned models are
+    return net.finish(net.dense(x, w, rng.standard_normal(6).astype(np.float32)))
+
+
+def _reload(model_bytes: bytes):
+    S = _schema()
+    return S, S.ModelT.InitFromPackedBuf(model_bytes, 0)
+
+
+def _pack(model) -> bytes:
+    import flatbuffers
+
+    builder = flatbuffers.Builder(1 << 16)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def _opcode(S, model, name: str) -> int:
+    code = getattr(S.BuiltinOperator, name)
+    for i, oc in enumerate(model.operatorCodes):
+        if oc.builtinCode == code:
+            return i
+    oc = S.OperatorCodeT()
+    oc.builtinCode, oc.deprecatedBuiltinCode, oc.version = code, min(code, 127), 1
+    model.operatorCodes.append(oc)
+    return len(model.operatorCodes) - 1
+
+
+def _weights(S, model) -> list[int]:
+    """Indices of the float32 weight tensors (the writer names them w_N)."""
+    g = model.subgraphs[0]
+    return [i for i, t in enumerate(g.tensors)
+            if t.name.decode().startswith("w_") and t.type == S.TensorType.FLOAT32]
+
+
+def _producer(S, model, source: int, target: int, op_name: str) -> None:
+    """Make tensor `target` the output of OP(source), computed before everything else."""
+    g = model.subgraphs[0]
+    op = S.OperatorT()
+    op.opcodeIndex = _opcode(S, model, op_name)
+    op.inputs, op.outputs = [source], [target]
+    g.operators.insert(0, op)
+    g.tensors[target].buffer = 0
+
+
+def _new_tensor(S, model, like: int, suffix: bytes, data: bytes, dtype) -> int:
+    g = model.subgraphs[0]
+    t = S.TensorT()
+    t.shape, t.type = list(g.tensors[like].shape), dtype
+    t.name = g.tensors[like].name + suffix
+    buf = S.BufferT()
+    buf.data = np.frombuffer(data, np.uint8)
+    model.buffers.append(buf)
+    t.buffer = len(model.buffers) - 1
+    g.tensors.append(t)
+    return len(g.tensors) - 1
+
+
+def _value(S, model, index: int) -> np.ndarray:
+    t = model.subgraphs[0].tensors[index]
+    raw = bytes(bytearray(model.buffers[t.buffer].data))
+    dtype = np.float16 if t.type == S.TensorType.FLOAT16 else np.float32
+    return np.frombuffer(raw, dtype).reshape(list(t.shape))
+
+
+def with_float16_weights(model_bytes: bytes) -> bytes:
+    """Every weight stored as float16 behind a DEQUANTIZE, as converters' fp16 mode does."""
+    S, model = _reload(model_bytes)
+    for w in _weights(S, model):
+        half = _value(S, model, w).astype(np.float16)
+        src = _new_tensor(S, model, w, b"_fp16", half.tobytes(), S.TensorType.FLOAT16)
+        _producer(S, model, src, w, "DEQUANTIZE")
+    return _pack(model)
+
+
+def with_sparse_dense_weight(model_bytes: bytes) -> bytes:
+    """The FULLY_CONNECTED weight stored sparse (CSR rows) behind a DENSIFY (behind the
+    DEQUANTIZE of float16 weights, when there is one)."""
+    S, model = _reload(model_bytes)
+    g = model.subgraphs[0]
+    fc = _opcode(S, model, "FULLY_CONNECTED")
+    w = next(op.inputs[1] for op in g.operators if op.opcodeIndex == fc)
+    dq = _opcode(S, model, "DEQUANTIZE")
+    w = next((op.inputs[0] for op in g.operators if op.opcodeIndex == dq and op.outputs[0] == w), w)
+    dense = _value(S, model, w)
+    rows, cols = dense.shape
+    segments, indices, values = [0], [], []
+    for r in range(rows):
+        nz = np.nonzero(dense[r])[0]
+        indices.extend(int(c) for c in nz)
+        values.extend(float(dense[r, c]) for c in nz)
+        segments.append(len(indices))
+    src = _new_tensor(S, model, w, b"_sparse", np.array(values, dense.dtype).tobytes(),
+                      g.tensors[w].type)
+    sp = S.SparsityParametersT()
+    sp.traversalOrder, sp.blockMap = [0, 1], []
+    d0, d1 = S.DimensionMetadataT(), S.DimensionMetadataT()
+    d0.format, d0.denseSize = S.DimensionType.DENSE, rows
+    d1.format = S.DimensionType.SPARSE_CSR
+    seg, idx = S.Int32VectorT(), S.Int32VectorT()
+    seg.values, idx.values = segments, indices
+    d1.arraySegmentsType, d1.arraySegments = S.SparseIndexVector.Int32Vector, seg
+    d1.arrayIndicesType, d1.arrayIndices = S.SparseIndexVector.Int32Vector, idx
+    sp.dimMetadata = [d0, d1]
+    g.tensors[src].sparsity = sp
+    _producer(S, model, src, w, "DENSIFY")
+    return _pack(model)
+
+
+def int8_strided_slice_tflite() -> bytes:
+    """An int8 model whose only operator is a quantized STRIDED_SLICE (refused by TVM)."""
+    S = _schema()
+
+    def tensor(name: str, shape, dtype, buffer: int = 0, quant: bool = False):
+        t = S.TensorT()
+        t.name, t.shape, t.type, t.buffer = name.encode(), list(shape), dtype, buffer
+        if quant:
+            q = S.QuantizationParametersT()
+            q.scale, q.zeroPoint = [0.05], [0]
+            t.quantization = q
+        return t
+
+    buffers = [S.BufferT()]
+    for arr in (np.array([0, 0], np.int32), np.array([1, 4], np.int32), np.array([1, 1], np.int32)):
+        b = S.BufferT()
+        b.data = np.frombuffer(arr.tobytes(), np.uint8)
+        buffers.append(b)
+    g = S.SubGraphT()
+    g.tensors = [tensor("input", [1, 8], S.TensorType.INT8, quant=True),
+                 tensor("begin", [2], S.TensorType.INT32, 1),
+                 tensor("end", [2], S.TensorType.INT32, 2),
+                 tensor("strides", [2], S.TensorType.INT32, 3),
+                 tensor("sliced", [1, 4], S.TensorType.INT8, quant=True)]
+    op = S.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1, 2, 3], [4]
+    op.builtinOptionsType = S.BuiltinOptions.StridedSliceOptions
+    op.builtinOptions = S.StridedSliceOptionsT()
+    g.operators, g.inputs, g.outputs, g.name = [op], [0], [4], b"main"
+    oc = S.OperatorCodeT()
+    oc.builtinCode = S.BuiltinOperator.STRIDED_SLICE
+    oc.deprecatedBuiltinCode, oc.version = S.BuiltinOperator.STRIDED_SLICE, 1
+    model = S.ModelT()
+    model.version, model.buffers, model.subgraphs, model.operatorCodes = 3, buffers, [g], [oc]
+    return _pack(model)
