@@ -10,6 +10,7 @@ import pytest
 
 from tests.user_models import (
     int8_strided_slice_tflite,
+    padded_residual_onnx,
     shape_reshape_onnx,
     small_cnn_tflite,
     with_float16_weights,
@@ -123,3 +124,23 @@ def test_symbolic_batch_asks_for_shape_then_shows_it_pinned(cli, tmp_path):
 
     # The sessions table (CLI and the app's Sessions screen) names the pinned shape.
     assert fmt.session_cells(SessionSummary(**listed[0]))[1] == "symbolic (input=2x4x9x7)"
+
+
+def test_task_whose_space_breaks_is_tuned_without_the_rule_at_fault(cli, tmp_path):
+    """BlazeFace's padded residual: MetaSchedule's default space raises a ScheduleError for
+    the fused conv; the session tunes it without AutoInline, says so, and the library
+    built from it is correct."""
+    path = tmp_path / "padded_residual.onnx"
+    path.write_bytes(padded_residual_onnx())
+    row = _tune_and_bench(cli, path, "padded", "onnxruntime")
+    assert row["parity"]["passed"], row["parity"]
+    shown = json.loads(cli.run("sessions", "show", "padded", "--json").stdout)
+    assert shown["status"] == "finished", shown
+    (task,) = [t for t in shown["tasks"] if "pad" in t["name"] and "conv2d" in t["name"]]
+    assert task["without"] == "rule:AutoInline" and task["failed"] is None
+    assert task["best_ms"] is not None and task["trials"] >= 1
+    events = [json.loads(line) for line in cli.run("attach", "padded", "--json").stdout.splitlines()
+              if line.strip()]
+    assert any(e["event"] == "task_space" and e["without"] == "rule:AutoInline" for e in events)
+    assert any(e["event"] == "notice" and "without rule:AutoInline" in e["message"]
+               for e in events)

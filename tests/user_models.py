@@ -193,3 +193,26 @@ def int8_strided_slice_tflite() -> bytes:
     model = S.ModelT()
     model.version, model.buffers, model.subgraphs, model.operatorCodes = 3, buffers, [g], [oc]
     return _pack(model)
+
+
+def padded_residual_onnx() -> bytes:
+    """BlazeFace's residual block: conv 8->16, and the input zero-padded from 8 to 16
+    channels as the skip, added, ReLU. MetaSchedule's default space for the fused block
+    raises a ScheduleError ('reverse-compute-at') in TVM 0.27."""
+    rng = np.random.default_rng(11)
+    w = (rng.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["input", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Pad", ["input", "pads"], ["skip"], name="channel_pad"),
+        helper.make_node("Add", ["c", "skip"], ["a"], name="residual"),
+        helper.make_node("Relu", ["a"], ["output"], name="relu"),
+    ]
+    inits = [_init("w", w), _init("b", rng.standard_normal(16).astype(np.float32)),
+             _init("pads", np.array([0, 0, 0, 0, 0, 8, 0, 0], np.int64))]
+    graph = helper.make_graph(
+        nodes, "padded_residual",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 6, 6])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 16, 6, 6])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()

@@ -143,7 +143,7 @@ def _render(view, name: str):
     for row in view.tasks:
         table.add_row(
             str(row.index),
-            row.name,
+            row.shown_name,
             view.label(row.variant),
             fmt.mflop(row.flops),
             str(row.weight),
@@ -619,7 +619,7 @@ def cmd_sessions(args) -> int:
                     {"index": r.index, "name": r.name, "variant": r.variant,
                      "variant_label": view.label(r.variant), "weights": r.weights,
                      "trials": r.trials, "best_ms": r.best_s * 1000 if r.best_s else None,
-                     "gflops": r.gflops}
+                     "gflops": r.gflops, "failed": r.failed, "without": r.without}
                     for r in view.tasks
                 ],
             }

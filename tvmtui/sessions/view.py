@@ -26,10 +26,21 @@ class TaskRow:
     run_errors: int = 0
     variant: str = "nchw"  # the layout/algorithm the task implements, or "shared"
     weights: dict = field(default_factory=dict)  # variant -> times that variant runs it
+    without: str | None = None  # the schedule rule / postprocessor its space leaves out
+    failed: str | None = None  # why it cannot be tuned (it runs TVM's default schedule)
 
     @property
     def gflops(self) -> float | None:
         return self.flops / self.best_s / 1e9 if self.best_s else None
+
+    @property
+    def shown_name(self) -> str:
+        """The name with how its space was made, when not as usual."""
+        if self.failed:
+            return f"{self.name} [failed: default schedule]"
+        if self.without:
+            return f"{self.name} [without {self.without.split(':', 1)[-1]}]"
+        return self.name
 
 
 @dataclass
@@ -143,6 +154,9 @@ class SessionView:
                 self.state = ev.RUNNING
         elif kind == ev.NOTICE:
             self.notices.append(e["message"])
+        elif kind == ev.TASK_SPACE and e["task"] < len(self.tasks):
+            row = self.tasks[e["task"]]
+            row.without, row.failed = e.get("without"), e.get("error")
         elif kind == ev.BENCH:
             self.bench = e
 
@@ -163,6 +177,8 @@ class SessionView:
                 "best_ms": r.best_s * 1000 if r.best_s else None,
                 "gflops": r.gflops,
                 "share": r.weights[self.variant] * r.best_s / total if total and r.best_s else None,
+                "failed": r.failed,
+                "without": r.without,
             }
             for r in rows
         ]

@@ -92,7 +92,7 @@ class TaskTable(DataTable):
             mark = "*" if weight(row) and len(view.variant_labels) > 1 else " "
             values = (
                 str(row.index),
-                row.name,
+                row.shown_name,
                 mark + view.label(row.variant),
                 fmt_mflop(row.flops),
                 str(weight(row)),

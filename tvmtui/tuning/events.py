@@ -17,6 +17,9 @@ TASK_BEST = "task_best"
 ROUND_DONE = "round_done"
 STATE = "state"
 NOTICE = "notice"  # a warning the user should see (e.g. a repaired database)
+# A task whose design space MetaSchedule cannot search as usual: tuned without one rule or
+# postprocessor (`without`), or failed (`error`: it keeps TVM's default schedule).
+TASK_SPACE = "task_space"
 BENCH = "bench"  # a `tvmtui bench` report (written by the bench process, not the worker)
 
 EVENT_NAMES = (
@@ -28,6 +31,7 @@ EVENT_NAMES = (
     ROUND_DONE,
     STATE,
     NOTICE,
+    TASK_SPACE,
     BENCH,
 )
 

@@ -56,6 +56,8 @@ class TaskState:
     best_s: float | None = None
     build_errors: int = 0
     run_errors: int = 0
+    without: str | None = None  # the rule or postprocessor its design space leaves out
+    failed: str | None = None  # why MetaSchedule cannot search it (it keeps the default)
 
 
 class ControlThread(threading.Thread):
@@ -115,6 +117,8 @@ class Tuner:
         self.device_seen: dict[str, dict] = {}  # runner-hook lines not yet matched to a trial
         self.transfer_source: Path | None = None
         self.retired_variants: set[str] = set()  # variants clearly slower than the best
+        self.task_keys: dict[int, str] = {}  # task -> hash of the module its context tunes
+        self.diagnosed: set[int] = set()  # tasks whose design space was checked
 
     # ---- set-up ---------------------------------------------------------------------
     def prepare(self):
@@ -166,7 +170,11 @@ class Tuner:
 
     def _replay_history(self) -> None:
         """Per-task counts, bests and measured hashes from earlier runs of this session
-        (latencies from before a transfer were measured on another chip: not bests here)."""
+        (latencies from before a transfer were measured on another chip: not bests here),
+        and the design-space verdicts found before."""
+        for verdict in self.session.iter_events(ev.TASK_SPACE):
+            task = self.tasks[verdict["task"]]
+            task.without, task.failed = verdict.get("without"), verdict.get("error")
         trusted_from = int(self.meta.get("trusted_from", 0))
         for trial in self.session.iter_events(ev.TRIAL):
             task = self.tasks[trial["task"]]
@@ -329,12 +337,9 @@ class Tuner:
                    skip: set | None = None, limit: int | None = None) -> dict[int, int]:
         """Measure the best `k` records `old_db` has for each task on this device, commit
         those that ran into the session's database; returns task -> records measured."""
-        import shutil
-
         from tvm.s_tir import Schedule
         from tvm.s_tir import meta_schedule as ms
 
-        device_type = "cpu" if self.target.kind.name == "llvm" else self.target.kind.name
         done: dict[int, int] = {}
         for task_id, task in enumerate(self.extracted):
             mod = task.dispatched[0]
@@ -351,27 +356,38 @@ class Tuner:
                     sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
             if not candidates:
                 continue
-            built = self.builder.build(
-                [ms.builder.BuilderInput(c.sch.mod, self.target) for c in candidates])
-            ok = [i for i, b in enumerate(built) if b.error_msg is None]
-            futures = self.runner.run([
-                ms.runner.RunnerInput(built[i].artifact_path, device_type,
-                                      candidates[i].args_info) for i in ok])
-            results = [ms.runner.RunnerResult(None, "not built") for _ in candidates]
-            for i, future in zip(ok, futures):
-                results[i] = future.result()
-            workload = self.database.commit_workload(mod)
-            for cand, res in zip(candidates, results):
-                if res.run_secs and res.error_msg is None:
-                    self.database.commit_tuning_record(ms.database.TuningRecord(
-                        cand.sch.trace, workload, res.run_secs, self.target, cand.args_info))
-            self.record_batch(task_id, candidates, built, results, remeasured=remeasured,
-                              reused_from=reused_from)
+            self._measure(task_id, candidates, remeasured=remeasured, reused_from=reused_from)
             done[task_id] = len(candidates)
-            for b in built:
-                if b.artifact_path:
-                    shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
         return done
+
+    def _measure(self, task_id: int, candidates, remeasured: bool = False,
+                 reused_from: str | None = None) -> None:
+        """Build and run `candidates` of a task outside the search; those that ran go into
+        the session's database, all become trials."""
+        import shutil
+
+        from tvm.s_tir import meta_schedule as ms
+
+        device_type = "cpu" if self.target.kind.name == "llvm" else self.target.kind.name
+        built = self.builder.build(
+            [ms.builder.BuilderInput(c.sch.mod, self.target) for c in candidates])
+        ok = [i for i, b in enumerate(built) if b.error_msg is None]
+        futures = self.runner.run([
+            ms.runner.RunnerInput(built[i].artifact_path, device_type, candidates[i].args_info)
+            for i in ok])
+        results = [ms.runner.RunnerResult(None, "not built") for _ in candidates]
+        for i, future in zip(ok, futures):
+            results[i] = future.result()
+        workload = self.database.commit_workload(self.extracted[task_id].dispatched[0])
+        for cand, res in zip(candidates, results):
+            if res.run_secs and res.error_msg is None:
+                self.database.commit_tuning_record(ms.database.TuningRecord(
+                    cand.sch.trace, workload, res.run_secs, self.target, cand.args_info))
+        self.record_batch(task_id, candidates, built, results, remeasured=remeasured,
+                          reused_from=reused_from)
+        for b in built:
+            if b.artifact_path:
+                shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
 
     def _device_records(self) -> dict[str, dict]:
         """The runner hooks' log by artifact path (which server measured it). Lines read
@@ -411,16 +427,22 @@ class Tuner:
             before = self.trials_total
             self.memory.allowance = self.control.budget - before
             self.memory.in_flight = 0
-            contexts, weights = self._contexts(self.extracted, before + 7919 * failures)
-            from tvmtui.tuning.search import module_hash
-
-            self.task_keys = [module_hash(c.mod) for c in contexts]
+            ids = [i for i, t in enumerate(self.tasks) if not t.failed]
+            if not ids:
+                return ev.FINISHED
+            contexts, weights, ids = self._contexts(ids, before + 7919 * failures)
+            if not contexts:
+                return ev.FINISHED
             self.retire_losing_variants()
             try:
-                self._tune_all(contexts, weights)
+                self._tune_all(contexts, weights, ids)
             except RuntimeError as exc:
-                # A schedule the search sampled can fail to replay ("The block no longer
-                # exists in the IRModule"): seed-dependent, so try again with another seed.
+                # A task whose space cannot be searched fails the whole call: find it and
+                # tune it without the rule at fault, or fail just that task.
+                if self._diagnose(ids):
+                    continue
+                # Otherwise a schedule the search sampled failed to replay ("The block no
+                # longer exists in the IRModule"): seed-dependent, so try another seed.
                 failures += 1
                 if failures > 3:
                     raise
@@ -431,7 +453,7 @@ class Tuner:
                 return ev.FINISHED  # the search found nothing new to measure
         return ev.STOPPED if self.control.stop else ev.FINISHED
 
-    def _tune_all(self, contexts, weights) -> None:
+    def _tune_all(self, contexts, weights, ids: list[int]) -> None:
         from tvm.s_tir import meta_schedule as ms
 
         ms.tune_tasks(
@@ -448,15 +470,18 @@ class Tuner:
                 ms.measure_callback.AddToDatabase(),
                 ms.measure_callback.UpdateCostModel(),
                 ms.measure_callback.RemoveBuildArtifact(),
-                Recorder(self),
+                Recorder(self, task_ids=ids),
             ],
             task_scheduler="gradient",
         )
 
-    def _contexts(self, tasks, before: int):
+    def _contexts(self, ids: list[int], before: int):
+        """Tune contexts of the tasks `ids`, each with its own design space; with their
+        weights and the tasks they are."""
         from tvm.s_tir import meta_schedule as ms
 
-        from tvmtui.tuning.search import DedupSearch
+        from tvmtui.tuning.search import DedupSearch, module_hash
+        from tvmtui.tuning.spaces import space_generator
 
         strategy = DedupSearch(
             population_size=int(self.options.get("population", 256)),
@@ -464,13 +489,56 @@ class Tuner:
             memory=self.memory,
             score=self.cost_model.score,
         )
-        return ms.relax_integration.extracted_tasks_to_tune_contexts(
-            tasks,
-            work_dir=str(self.session.path),
-            strategy=strategy,
-            num_threads=int(self.meta["target"].get("num-cores", 1)),
-            seed=int(self.options.get("seed", 0)) + self.run_index * 1000 + before,
-        )
+        seed = int(self.options.get("seed", 0)) + self.run_index * 1000 + before
+        contexts, weights, kept = [], [], []
+        for i in ids:
+            ctx, weight = ms.relax_integration.extracted_tasks_to_tune_contexts(
+                [self.extracted[i]], work_dir=str(self.session.path),
+                space=space_generator(self.target, self.tasks[i].without), strategy=strategy,
+                num_threads=int(self.meta["target"].get("num-cores", 1)), seed=seed + 31 * i)
+            if ctx:  # an already scheduled function has nothing to tune
+                contexts += ctx
+                weights += weight
+                kept.append(i)
+                self.task_keys[i] = module_hash(ctx[0].mod)
+        return contexts, weights, kept
+
+    def _diagnose(self, ids: list[int]) -> bool:
+        """Check the design space of each task in `ids` not checked yet; a task that needs
+        a rule left out gets it, one nothing fixes is failed. True if any changed."""
+        from tvmtui.tuning.spaces import diagnose
+
+        changed = False
+        for i in ids:
+            task = self.tasks[i]
+            if i in self.diagnosed or task.failed:
+                continue
+            self.diagnosed.add(i)
+            verdict = diagnose(self.extracted[i].dispatched[0], self.target)
+            if verdict.without is None and not verdict.failed:
+                continue
+            changed = True
+            task.without, task.failed = verdict.without, verdict.error
+            self.session.append(ev.TASK_SPACE, dict(verdict.to_json(), task=i,
+                                                    task_name=task.info.name))
+            if verdict.failed:
+                self.emit_notice(f"task {i} ({task.info.name}) cannot be tuned: {verdict.error}; "
+                                 "it keeps TVM's default schedule, the other tasks tune on")
+                self._measure_default(i)
+            else:
+                self.emit_notice(f"task {i} ({task.info.name}): tuned without {verdict.without}, "
+                                 "which broke its design space")
+        return changed
+
+    def _measure_default(self, task_id: int) -> None:
+        """One trial of a failed task's default schedule, so the estimate stays whole."""
+        from tvm.s_tir import Schedule
+        from tvm.s_tir import meta_schedule as ms
+
+        mod = self.extracted[task_id].dispatched[0]
+        sch = Schedule(mod)
+        self._measure(task_id, [ms.MeasureCandidate(
+            sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))])
 
     def _cold_pass(self) -> None:
         """A new session's first, sampled batch of each task, one task at a time.
@@ -484,17 +552,32 @@ class Tuner:
             left = self.control.budget - self.trials_total
             if self.control.stop or left <= 0:
                 break
+            if self.tasks[index].failed:
+                continue
             size = min(left, self.memory.cold_batch_size)
             self.memory.allowance, self.memory.in_flight = size, 0
             self.memory.cold_batches = 1
-            contexts, weights = self._contexts([task], self.trials_total)
+            contexts, weights, _ = self._contexts([index], self.trials_total)
             if not contexts:
                 continue
+            had = self.tasks[index].trials
             try:
                 self._tune_one(index, contexts, weights, size)
-            except RuntimeError as exc:  # one task's sampling failure is not the session's
+                if self.tasks[index].trials > had or self.control.stop:
+                    continue
+                error = "no candidate passed the postprocessors"  # the search gave up on it
+            except RuntimeError as exc:  # one task's failure is not the session's
+                error = _last_line(exc)
+            if self._diagnose([index]) and not self.tasks[index].failed:
+                contexts, weights, _ = self._contexts([index], self.trials_total + 1)
+                try:
+                    self._tune_one(index, contexts, weights, size)
+                    continue
+                except RuntimeError as exc:
+                    error = _last_line(exc)
+            if not self.tasks[index].failed:
                 self.emit_notice(f"task {index} ({task.task_name}): its first sampled batch "
-                                 f"failed ({_last_line(exc)}); the other tasks go on")
+                                 f"failed ({error}); the other tasks go on")
         self.memory.cold_batches = 0
 
     def _tune_one(self, index: int, contexts, weights, size: int) -> None:
@@ -623,7 +706,7 @@ class Tuner:
         trials go to the variants still in the race)."""
         from tvmtui.tuning.estimate import losing_variants
 
-        if not getattr(self, "task_keys", None) or len(self.task_keys) != len(self.tasks):
+        if not self.task_keys:
             return
         min_trials: dict[str, int] = {}
         for t in self.tasks:
@@ -638,9 +721,9 @@ class Tuner:
             self.retired_variants.add(variant)
             label = self.plans.get(variant, {}).get("label", variant)
             self.emit_notice(f"variants: {label} gets no more trials ({why})")
-        for key, task in zip(self.task_keys, self.tasks):
-            if set(task.info.weights) <= self.retired_variants:
-                self.memory.retired.add(key)
+        for i, task in enumerate(self.tasks):
+            if i in self.task_keys and set(task.info.weights) <= self.retired_variants:
+                self.memory.retired.add(self.task_keys[i])
 
     def estimate_ms(self) -> float | None:
         """The session's estimate: that of the fastest complete variant."""
