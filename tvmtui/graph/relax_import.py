@@ -21,7 +21,8 @@ def tflite_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
     from tvmtui.graph.normalize import normalize_tflite
 
     model = tflite.Model.GetRootAsModel(normalize_tflite(model_bytes), 0)
-    mod = from_tflite(model, shape_dict={k: tuple(v) for k, v in input_shapes.items()})
+    mod = from_tflite(model, shape_dict={k: tuple(v) for k, v in input_shapes.items()},
+                      op_converter=_tflite_converter())
     return tvm.transform.Sequential(
         [
             relax.transform.ConvertLayout({"relax.nn.conv2d_transpose": ["NCHW", "IOHW"]}),
@@ -29,6 +30,30 @@ def tflite_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
             relax.transform.CanonicalizeBindings(),
         ]
     )(mod)
+
+
+def _tflite_converter():
+    """TVM's TFLite operator converter with its defects met so far fixed (README: "TVM
+    frontend defects")."""
+    import numpy as np
+    from tvm import relax
+    from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
+
+    class Converter(OperatorConverter):
+        def get_expr(self, input_tensor_idx):
+            # Stock BATCH_MATMUL (and others) look a constant operand up as a computed
+            # value (KeyError): make the constant instead.
+            if input_tensor_idx >= 0 and not self.has_expr(input_tensor_idx):
+                return self.get_tensor_expr(self.get_tensors([input_tensor_idx])[0])
+            return super().get_expr(input_tensor_idx)
+
+        def convert_expand_dims(self, op):
+            # Stock passes a third argument relax.op.expand_dims does not take.
+            data, axis = self.get_input_tensors(op)
+            axis = int(np.asarray(self.get_tensor_value(axis)).flat[0])
+            return relax.op.expand_dims(self.get_tensor_expr(data), axis)
+
+    return Converter
 
 
 def onnx_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
