@@ -144,3 +144,20 @@ def test_task_whose_space_breaks_is_tuned_without_the_rule_at_fault(cli, tmp_pat
     assert any(e["event"] == "task_space" and e["without"] == "rule:AutoInline" for e in events)
     assert any(e["event"] == "notice" and "without rule:AutoInline" in e["message"]
                for e in events)
+
+
+def test_int8_zoo_twin_tunes_and_matches_litert_within_a_quantization_step(cli):
+    """DQN's int8 twin (per-channel weights, calibrated activations) imports through TVM's
+    QDQ lowering, tunes, and matches LiteRT's int8 kernels within the quantized gate."""
+    from tvmtui.baselines.bench import QUANT_STEPS
+    from tvmtui.baselines.model import bench_model
+
+    workload = load_workload("dqn-int8")
+    assert workload.format == "tflite"
+    (step,) = bench_model(workload.meta(), workload.model_bytes).output_steps
+    assert step and step > 0  # the output is dequantized from an int8 tensor
+    row = _tune_and_bench(cli, "dqn-int8", "d8", "tflite")
+    parity = row["parity"]
+    assert parity["passed"], parity
+    assert parity["max_steps"] is not None and parity["max_steps"] <= QUANT_STEPS
+    assert parity["max_abs_err"] <= QUANT_STEPS * step + 1e-6

@@ -667,6 +667,19 @@ def _zoo_rows() -> list[dict]:
             "description": spec.description,
             "layers": stats.layers,
         })
+    from tvmtui.workloads.int8 import INT8_TWINS, describe
+
+    for name, float_name in INT8_TWINS.items():
+        stats = nets.count(nets.NETS[float_name])
+        rows.append({
+            "name": name,
+            "kind": "network",
+            "flops": 2 * stats.macs,
+            "params": stats.params,
+            "input_shape": nets.NETS[float_name].input_shape,
+            "description": describe(name),
+            "layers": stats.layers,
+        })
     for spec in builtin.OPS.values():
         rows.append({
             "name": spec.name,
@@ -688,7 +701,7 @@ def cmd_zoo(args) -> int:
         else:
             for row in rows:
                 print(
-                    f"{row['name']:11} {row['description'][:44]:44} "
+                    f"{row['name']:14} {row['description'][:44]:44} "
                     f"{row['flops'] / 1e6:9.1f} MFLOP {row['params'] / 1e6:6.2f} M params"
                 )
         return 0
@@ -739,9 +752,10 @@ def _zoo_export(row: dict, out: Path, as_json: bool) -> int:
     workload = load_workload(row["name"])
     out.mkdir(parents=True, exist_ok=True)
     stem = workload.name.replace(":", "_")
-    path = out / f"{stem}.onnx"
+    path = out / f"{stem}.{workload.format}"
     path.write_bytes(workload.model_bytes)
-    written = {"name": workload.name, "onnx": str(path), "graph_hash": workload.graph_hash}
+    written = {"name": workload.name, workload.format: str(path),
+               "graph_hash": workload.graph_hash}
     if workload.name in nets.NETS:
         tfl = out / f"{stem}.tflite"
         tfl.write_bytes(nets.network_files(nets.NETS[workload.name])[1].read_bytes())

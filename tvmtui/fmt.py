@@ -64,6 +64,8 @@ def parity_cell(parity: dict | None) -> str:
     if parity.get("error"):
         return f"FAIL: {parity['error']}"
     mark = "ok" if parity["passed"] else "FAIL"
+    if parity.get("max_steps") is not None:  # a quantized output: its error in steps
+        return f"{mark} {parity['max_steps']:.0f} q-step(s)"
     return f"{mark} {parity['max_rel_err']:.1e}"
 
 

@@ -33,6 +33,7 @@ class BenchModel:
     input_dtypes: dict[str, str]
     files: dict[str, bytes] = field(repr=False)  # format -> model bytes (native + twin)
     flops: int | None = None
+    output_steps: tuple = ()  # per output: its quantization step (int8 models), else None
 
     def has(self, fmt: str) -> bool:
         return fmt in self.files
@@ -75,6 +76,36 @@ def _dtypes_tflite(model_bytes: bytes, names: list[str]) -> dict[str, str]:
     return {n: np.dtype(found.get(n, "float32")).name for n in names}
 
 
+def _output_steps_tflite(model_bytes: bytes) -> tuple:
+    """Each output's quantization step: its own scale when it is quantized, or that of the
+    quantized tensor a DEQUANTIZE made it from; None for a float output."""
+    import tflite
+
+    model = tflite.Model.GetRootAsModel(model_bytes, 0)
+    sub = model.Subgraphs(0)
+    producer = {}
+    for i in range(sub.OperatorsLength()):
+        op = sub.Operators(i)
+        for j in range(op.OutputsLength()):
+            producer[int(op.Outputs(j))] = op
+
+    def step(index: int) -> float | None:
+        q = sub.Tensors(index).Quantization()
+        return float(q.Scale(0)) if q is not None and q.ScaleLength() == 1 else None
+
+    steps = []
+    for idx in sub.OutputsAsNumpy():
+        idx = int(idx)
+        found = step(idx)
+        op = producer.get(idx)
+        if found is None and op is not None and op.InputsLength() == 1:
+            code = model.OperatorCodes(op.OpcodeIndex())
+            if max(code.DeprecatedBuiltinCode(), code.BuiltinCode()) == 6:  # DEQUANTIZE
+                found = step(int(op.Inputs(0)))
+        steps.append(found)
+    return tuple(steps)
+
+
 def bench_model(workload_meta: dict, native_bytes: bytes) -> BenchModel:
     """From a session's (or a freshly loaded workload's) metadata and its model bytes."""
     native = workload_meta.get("format", "onnx")
@@ -98,4 +129,5 @@ def bench_model(workload_meta: dict, native_bytes: bytes) -> BenchModel:
         input_dtypes=reader(native_bytes, list(shapes)),
         files=files,
         flops=workload_meta.get("flops"),
+        output_steps=_output_steps_tflite(native_bytes) if native == "tflite" else (),
     )

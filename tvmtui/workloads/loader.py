@@ -320,9 +320,35 @@ def load_network(spec: nets.NetSpec) -> Workload:
     )
 
 
+def load_int8_twin(name: str) -> Workload:
+    from tvmtui.workloads import int8
+
+    spec = nets.NETS[int8.INT8_TWINS[name]]
+    data = int8.twin_file(name).read_bytes()
+    n, c, h, w = spec.input_shape
+    shapes = {"input": [n, h, w, c]}  # TFLite: NHWC
+    return Workload(
+        name=name,
+        kind="network",
+        source=f"builtin:{name}",
+        input_shapes=shapes,
+        graph_hash=graph_hash(data, shapes),
+        model_bytes=data,
+        flops=2 * nets.count(spec).macs,
+        format="tflite",
+    )
+
+
 def load_workload(spec: str, shape_items: list[str] | None = None) -> Workload:
-    """A built-in name (`resnet18`, `conv:C12`, `dwconv:D1`) or a path to an `.onnx` file."""
+    """A built-in name (`resnet18`, `conv:C12`, `dwconv:D1`, `mobilenet-int8`) or a path to
+    an `.onnx` / `.tflite` file."""
+    from tvmtui.workloads.int8 import INT8_TWINS
+
     overrides = parse_shapes(shape_items)
+    if spec.lower() in INT8_TWINS:
+        if overrides:
+            raise UserError(f"--shape does not apply to the built-in network {spec}")
+        return load_int8_twin(spec.lower())
     net = nets.NETS.get(spec.lower())
     if net is not None:
         if overrides:
