@@ -161,3 +161,34 @@ def test_int8_zoo_twin_tunes_and_matches_litert_within_a_quantization_step(cli):
     assert parity["passed"], parity
     assert parity["max_steps"] is not None and parity["max_steps"] <= QUANT_STEPS
     assert parity["max_abs_err"] <= QUANT_STEPS * step + 1e-6
+
+
+def test_app_prompts_for_a_symbolic_input_shape(tmp_path):
+    """Typing a model path whose batch is symbolic shows which input needs a shape and a
+    value to start from; the pinned shape then starts a session."""
+    import asyncio
+
+    from tvmtui.tui.app import TvmTuiApp
+
+    path = tmp_path / "symbolic.onnx"
+    path.write_bytes(shape_reshape_onnx(batch="N"))
+
+    async def scenario():
+        app = TvmTuiApp(tmp_path / "sessions", start="launch")
+        async with app.run_test(size=(100, 30)) as pilot:
+            screen = app.screen
+            screen.query_one("#model-path").value = str(path)
+            prompt = screen.query_one("#shape-prompt")
+            for _ in range(40):
+                await pilot.pause(0.25)
+                if prompt.display:
+                    break
+            assert prompt.display
+            assert "input=1x4x9x7" in str(prompt.content)
+            assert screen.query_one("#shapes").placeholder == "input=1x4x9x7"
+            await pilot.press("ctrl+s")  # without a shape: the error says what to pin
+            await pilot.pause(1.5)
+            assert any("--shape input=1x4x9x7" in n.message for n in app._notifications)
+            assert not (tmp_path / "sessions").exists() or not any((tmp_path / "sessions").iterdir())
+
+    asyncio.run(scenario())

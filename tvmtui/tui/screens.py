@@ -12,6 +12,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import (
     Button,
@@ -520,6 +521,7 @@ class LaunchScreen(Screen):
                 yield Label("Or a model file (.onnx, .tflite)")
                 yield Input(placeholder="path/to/model.onnx", id="model-path", compact=True)
                 yield Input(placeholder="shapes: x=1x3x224x224", id="shapes", compact=True)
+                yield Static("", id="shape-prompt")
                 with Horizontal(classes="row"):
                     yield Label("Trials ")
                     yield Input("64", id="trials", type="integer", compact=True)
@@ -630,6 +632,41 @@ class LaunchScreen(Screen):
         workloads = self.query_one("#workloads", OptionList)
         if workloads.highlighted is not None and workloads.options[workloads.highlighted].id == name:
             self.query_one("#workload-card", Static).update(card)
+
+    class ModelInputs(Message):
+        """What a model file's dynamic inputs need pinned (from a thread worker)."""
+
+        def __init__(self, path: str, suggestions: list[str]) -> None:
+            super().__init__()
+            self.path, self.suggestions = path, suggestions
+
+    @on(Input.Changed, "#model-path")
+    def model_path_changed(self, event: Input.Changed) -> None:
+        path = event.value.strip()
+        self.query_one("#shape-prompt", Static).display = False
+        if path.lower().endswith((".onnx", ".tflite")) and Path(path).is_file():
+            self.inspect_model(path)
+
+    @work(thread=True, exclusive=True, group="inspect")
+    def inspect_model(self, path: str) -> None:
+        """Read the file's input shapes off the UI thread (a large ONNX takes a while)."""
+        from tvmtui.workloads.loader import dynamic_inputs
+
+        self.post_message(self.ModelInputs(path, dynamic_inputs(path)))
+
+    @on(ModelInputs)
+    def prompt_for_shapes(self, message: ModelInputs) -> None:
+        if message.path != self.query_one("#model-path", Input).value.strip():
+            return  # the path changed since
+        prompt = self.query_one("#shape-prompt", Static)
+        prompt.display = bool(message.suggestions)
+        if not message.suggestions:
+            return
+        shapes = self.query_one("#shapes", Input)
+        shapes.placeholder = " ".join(message.suggestions)
+        names = ", ".join(s.split("=", 1)[0] for s in message.suggestions)
+        prompt.update(f"{names}: dynamic shape; enter it above, e.g. "
+                      f"{' '.join(message.suggestions)}")
 
     @on(OptionList.OptionSelected, "#workloads")
     @on(Button.Pressed, "#start")

@@ -120,16 +120,51 @@ def _suggested(dims: list) -> str:
     return "x".join(out)
 
 
+def _onnx_declared(model) -> list[tuple[str, list]]:
+    """(name, dims) of the graph's real inputs; a symbolic dim is its name (or 0)."""
+    init_names = {init.name for init in model.graph.initializer}
+    return [
+        (i.name, [int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or 0)
+                  for d in i.type.tensor_type.shape.dim])
+        for i in model.graph.input if i.name not in init_names
+    ]
+
+
+def _tflite_declared(subgraph) -> list[tuple[str, list]]:
+    out = []
+    for idx in subgraph.InputsAsNumpy():
+        tensor = subgraph.Tensors(int(idx))
+        sig = tensor.ShapeSignatureAsNumpy() if tensor.ShapeSignatureLength() else None
+        out.append((tensor.Name().decode(),
+                    [int(d) for d in (sig if sig is not None else tensor.ShapeAsNumpy())]))
+    return out
+
+
+def dynamic_inputs(path: str) -> list[str]:
+    """For a model file, `NAME=SUGGESTION` for every input with a symbolic dimension (what
+    `--shape` / the app's shapes field needs); [] for static or unreadable files."""
+    file = Path(path)
+    try:
+        if file.suffix.lower() == ".tflite":
+            import tflite
+
+            data = file.read_bytes()
+            declared = _tflite_declared(tflite.Model.GetRootAsModel(data, 0).Subgraphs(0))
+        else:
+            import onnx
+
+            declared = _onnx_declared(onnx.load(str(file), load_external_data=False))
+    except Exception:  # noqa: BLE001 - loading reports what is wrong with the file
+        return []
+    return [f"{name}={_suggested(dims)}" for name, dims in declared
+            if any(not isinstance(d, int) or d <= 0 for d in dims)]
+
+
 def _pin_shapes(model, overrides: dict[str, list[int]], path: str) -> dict[str, list[int]]:
     """Resolve the ONNX graph's input shapes and write them into the graph."""
     init_names = {init.name for init in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in init_names]
-    declared = [
-        (i.name, [int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or 0)
-                  for d in i.type.tensor_type.shape.dim])
-        for i in inputs
-    ]
-    shapes = resolve_shapes(declared, overrides, path)
+    shapes = resolve_shapes(_onnx_declared(model), overrides, path)
     for inp in inputs:
         for dim, value in zip(inp.type.tensor_type.shape.dim, shapes[inp.name]):
             dim.ClearField("dim_param")
@@ -221,12 +256,7 @@ def _load_tflite_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
         model = tflite.Model.GetRootAsModel(data, 0)
         subgraph = model.Subgraphs(0)
         ops = _tflite_ops(model, subgraph)
-        inputs = []
-        for idx in subgraph.InputsAsNumpy():
-            tensor = subgraph.Tensors(int(idx))
-            sig = tensor.ShapeSignatureAsNumpy() if tensor.ShapeSignatureLength() else None
-            shape = [int(d) for d in (sig if sig is not None else tensor.ShapeAsNumpy())]
-            inputs.append((tensor.Name().decode(), shape))
+        inputs = _tflite_declared(subgraph)
     except Exception as exc:  # noqa: BLE001 - any parse failure of untrusted bytes
         raise UserError(
             f"{path} is not a readable TFLite model ({type(exc).__name__}: {exc}); "
