@@ -180,6 +180,16 @@ def test_pause_budget_resume_and_stop_from_other_processes(cli):
         (["sessions", "show", "nope"], "no session"),
         (["resume", "nope"], "no session"),
         (["export", "nope", "out"], "no session"),
+        (["tune", "conv:C1", "--population", "0"], "--population must be at least 2"),
+        (["tune", "conv:C1", "--batch", "0"], "--batch must be at least 1"),
+        (["tune", "conv:C1", "--genetic-iters", "-1"], "--genetic-iters must be at least 0"),
+        (["tune", "conv:C1", "--cores", "-2"], "--cores must be at least 1"),
+        (["tune", "conv:C1", "--target", '{"kind": "nope"}'], "not a target TVM knows"),
+        (["resume", "nope", "--transfer-k", "0"], "--transfer-k must be at least 1"),
+        (["replay", "demo", "--speed", "nan"], "--speed must be a positive number"),
+        (["bench", "conv:C1", "--threads", "0"], "at least 1"),
+        (["bench", "conv:C1", "--baselines", ","], "names no baseline"),
+        (["bench", "conv:C1", "--baselines", "acl", "--frames", "2"], "none of the baselines"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_touches_nothing(cli, args, message):
@@ -188,6 +198,27 @@ def test_bad_input_is_one_line_exit_2_and_touches_nothing(cli, args, message):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.stderr
     assert not cli.root.exists() or not any(cli.root.iterdir())
+
+
+def test_export_over_a_file_and_a_sessions_path_that_is_a_file(cli, tmp_path):
+    existing = tmp_path / "existing"
+    existing.write_text("keep me")
+    cli.root.mkdir(parents=True)
+    (cli.root / "x").mkdir()  # not a session: export must refuse before touching the file
+    result = cli.run("export", "x", str(existing))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert existing.read_text() == "keep me"
+    from tvmtui.sessions.launch import default_name
+    from tvmtui.sessions.store import check_name
+    from tvmtui.workloads.loader import Workload
+
+    for odd in ("模型", "a..b", "x" * 200, "bad name!@#", "..."):
+        check_name(default_name(Workload(odd, "onnx", "", {}, "", b"")))
+    as_file = tmp_path / "sessions-file"
+    as_file.write_text("")
+    result = cli.run("tune", "conv:C1", "--trials", "1", "--sessions-dir", str(as_file))
+    assert result.returncode == 2 and "is a file" in result.stderr
+    assert as_file.read_text() == ""
 
 
 def test_not_a_model_and_bad_shape_via_cli(cli, tmp_path):

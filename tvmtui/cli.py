@@ -169,6 +169,12 @@ def cmd_tune(args) -> int:
 
     if args.trials < 1:
         raise UserError(f"--trials must be at least 1 (got {args.trials})")
+    for flag, value, least in (("--population", args.population, 2), ("--batch", args.batch, 1),
+                               ("--genetic-iters", args.genetic_iters, 0),
+                               ("--warmup-samples", args.warmup_samples, 0),
+                               ("--cores", args.cores, 1)):
+        if value is not None and value < least:
+            raise UserError(f"{flag} must be at least {least} (got {value})")
     name = args.session
     if name is not None:
         st.check_name(name)
@@ -252,6 +258,9 @@ def _started(session: st.Session, pid: int) -> None:
 def cmd_resume(args) -> int:
     from tvmtui.sessions.launch import spawn_worker
 
+    if args.transfer_k < 1:
+        raise UserError(f"--transfer-k must be at least 1 (got {args.transfer_k})")
+
     _writable(args, args.name)
     session = _open(args, args.name)
     meta = session.meta()
@@ -333,8 +342,8 @@ def cmd_attach(args) -> int:
 
 
 def cmd_replay(args) -> int:
-    if args.speed <= 0:
-        raise UserError(f"--speed must be positive (got {args.speed})")
+    if not args.speed > 0 or args.speed == float("inf"):  # also nan
+        raise UserError(f"--speed must be a positive number (got {args.speed})")
     _open(args, args.name).close()  # a clear error now, not inside the app
     if not sys.stdout.isatty():
         raise UserError("replay needs a terminal (it plays through the live screen)")
@@ -447,7 +456,7 @@ def cmd_export(args) -> int:
 def cmd_bench(args) -> int:
     from tvmtui.devices.local import cpu_count
 
-    threads = args.threads or cpu_count()
+    threads = cpu_count() if args.threads is None else args.threads
     if threads < 1 or args.frames < 1 or args.repeats < 1:
         raise UserError("--threads, --frames and --repeats must be at least 1")
     if not args.tolerance > 0:
@@ -457,6 +466,12 @@ def cmd_bench(args) -> int:
     from tvmtui.baselines.resolve import resolve, save_report
 
     names = parse_baselines(args.baselines)
+    from tvmtui.baselines.runners import cannot_run_here
+
+    blocked = {n: cannot_run_here(n, {"armnn_delegate": args.armnn_delegate}) for n in names}
+    if all(blocked.values()):
+        raise UserError("none of the baselines asked for can run here: " +
+                        "; ".join(f"{n}: {why}" for n, why in blocked.items()))
     found = resolve(_root(args), args.target, args.shape)
     model = found.model
     frames = (fr.folder_frames(model, Path(args.inputs), args.frames) if args.inputs

@@ -321,6 +321,10 @@ def run_bench(req: BenchRequest) -> BenchReport:
                 continue
             loaded[name] = runner
             results[name] = BaselineResult(name, True, threads=req.threads, detail=runner.detail)
+        asked = [n for n in req.baselines if n != "tvm-tuned"] or req.baselines
+        if not any(n in loaded for n in asked):
+            raise UserError("none of the baselines asked for can run here: " + "; ".join(
+                f"{n}: {results[n].reason}" for n in asked))
         reference = loaded.get("tvm-tuned") or loaded.get("tvm-untuned")
         if reference is not None:
             others = [r for r in loaded.values() if r is not reference]
@@ -378,6 +382,8 @@ def parse_baselines(text: str | None) -> list[str]:
     if not text:
         return list(rn.DEFAULT)
     names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UserError(f"--baselines {text!r} names no baseline: choose from {', '.join(rn.NAMES)}")
     bad = [n for n in names if n not in rn.NAMES]
     if bad:
         raise UserError(

@@ -111,20 +111,30 @@ def find_armnn_delegate(given: str | None) -> Path | None:
     return None
 
 
+def cannot_run_here(name: str, options: dict) -> str | None:
+    """Why baseline `name` cannot run on this machine, when that is known without loading
+    a model (ACL without an Arm NN delegate); else None."""
+    if name == "acl" and find_armnn_delegate(options.get("armnn_delegate")) is None:
+        return _no_armnn()
+    return None
+
+
+def _no_armnn() -> str:
+    machine = platform.machine()
+    where = (
+        "Arm NN runs ARM Compute Library kernels on Arm CPUs only and this machine is "
+        f"{machine}" if machine not in ("aarch64", "arm64", "armv7l") else
+        f"{ARMNN_LIB} was not found; install Arm NN or pass --armnn-delegate PATH"
+    )
+    return (f"not available here: {where} (OpenVINO's CPU plugin uses ACL on Arm: "
+            "the openvino baseline is the pip route)")
+
+
 def load_acl(model: BenchModel, threads: int, options: dict) -> Runner:
     """ARM Compute Library through the Arm NN TFLite delegate (CpuAcc backend)."""
     path = find_armnn_delegate(options.get("armnn_delegate"))
     if path is None:
-        machine = platform.machine()
-        where = (
-            "Arm NN runs ARM Compute Library kernels on Arm CPUs only and this machine is "
-            f"{machine}" if machine not in ("aarch64", "arm64", "armv7l") else
-            f"{ARMNN_LIB} was not found; install Arm NN or pass --armnn-delegate PATH"
-        )
-        raise Unavailable(
-            f"not available here: {where} (OpenVINO's CPU plugin uses ACL on Arm: "
-            "the openvino baseline is the pip route)"
-        )
+        raise Unavailable(_no_armnn())
     try:
         from ai_edge_litert.interpreter import Interpreter, load_delegate
     except ImportError:

@@ -81,4 +81,11 @@ def parse_target(text: str) -> dict:
         raise UserError(f"--target is not JSON ({exc.msg}); give a TVM target dict") from None
     if not isinstance(target, dict) or "kind" not in target:
         raise UserError("--target must be a JSON object with at least \"kind\"")
+    import tvm
+
+    try:
+        tvm.target.Target(target)
+    except Exception as exc:  # noqa: BLE001 - TVM says what is wrong with the dict
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"--target is not a target TVM knows: {first[:200]}") from None
     return target

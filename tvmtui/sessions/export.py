@@ -18,7 +18,16 @@ def export_session(session: st.Session, out: Path) -> dict:
         lib_path, meta_path = out, out.with_suffix(".json")
     else:
         lib_path, meta_path = out / "model.so", out / "model.json"
-    lib_path.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir() and lib_path != out:
+        raise UserError(f"{out} is an existing file: export to a folder or a new .so path "
+                        f"(e.g. {out}.so)")
+    for path in (lib_path.parent, *lib_path.parent.parents):
+        if path.exists() and not path.is_dir():
+            raise UserError(f"cannot export under {path}: it is a file, not a folder")
+    try:
+        lib_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create {lib_path.parent}: {exc.strerror}") from None
     notes = []
     if not session.worker_alive():
         for name in (st.WORKLOAD_DB, st.RECORD_DB):

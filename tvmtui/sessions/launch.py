@@ -14,8 +14,10 @@ from tvmtui.workloads.loader import Workload
 
 
 def default_name(workload: Workload) -> str:
-    slug = "".join(c if c.isalnum() or c in "._-" else "-" for c in workload.name).strip("-")
-    return f"{slug or 'model'}-{time.strftime('%Y%m%d-%H%M%S')}"
+    """A valid session name from any model file name (ASCII, no '..', not too long)."""
+    slug = "".join(c if (c.isascii() and c.isalnum()) or c in "_-" else "-" for c in workload.name)
+    slug = "-".join(part for part in slug.split("-") if part)[:60]
+    return st.check_name(f"{slug or 'model'}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
 def create_session(

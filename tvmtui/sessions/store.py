@@ -80,8 +80,14 @@ def resolve_root(root: Path, name: str) -> Path:
 
 
 def sessions_root(cli_value: str | None = None) -> Path:
-    """`--sessions-dir`, else `$TVMTUI_SESSIONS`, else `./sessions`."""
-    return Path(cli_value or os.environ.get("TVMTUI_SESSIONS") or "sessions")
+    """`--sessions-dir`, else `$TVMTUI_SESSIONS`, else `./sessions` (refused when it is
+    a file, or under one)."""
+    root = Path(cli_value or os.environ.get("TVMTUI_SESSIONS") or "sessions")
+    for path in (root, *root.parents):
+        if path.exists() and not path.is_dir():
+            raise UserError(f"the sessions folder {root} cannot be used: {path} is a file; "
+                            "pass another --sessions-dir (or $TVMTUI_SESSIONS)")
+    return root
 
 
 def check_name(name: str) -> str:

@@ -184,6 +184,10 @@ class TvmTuiApp(App):
         except UserError as exc:
             self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
+        except (OSError, RuntimeError) as exc:  # a sessions path that is a file, a dead worker
+            self.call_from_thread(self.notify, f"could not start: {type(exc).__name__}: {exc}",
+                                  severity="error", timeout=10)
+            return
         self.call_from_thread(self.open_live, name)
 
     @work(thread=True, group="resume")

@@ -199,12 +199,20 @@ def unsupported_onnx_ops(model) -> list[str]:
     return list(found.values())
 
 
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}; check its permissions") from None
+
+
 def _load_onnx_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
     import onnx
     from google.protobuf.message import DecodeError
 
+    data = _read(path)
     try:
-        model = onnx.load_from_string(path.read_bytes())
+        model = onnx.load_from_string(data)
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise UserError(f"{path} is not a readable ONNX model ({exc}); check the file") from None
     if not model.graph.node:
@@ -245,7 +253,7 @@ def _tflite_ops(model, subgraph) -> list[tuple[str, str]]:
 
 def _load_tflite_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
     """A `.tflite` flatbuffer: check it parses, its operators import, its shapes are static."""
-    data = path.read_bytes()
+    data = _read(path)
     try:
         import tflite
     except ImportError:
