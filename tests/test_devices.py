@@ -166,3 +166,50 @@ def test_bad_device_input(cli, farm):
     assert out.returncode == 2
     assert "runs TVM 0.26.0" in out.stderr and "install apache-tvm==" in out.stderr
     assert not (cli.root).exists() or not any(cli.root.iterdir())
+
+
+def _listening(port: int) -> list[str]:
+    import subprocess
+
+    out = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True).stdout
+    return [line.split()[3] for line in out.splitlines() if line.split()[3].endswith(f":{port}")]
+
+
+def test_board_server_defaults_to_loopback_and_sigterm_stops_serving(tmp_path):
+    """TVM's RPC runs uploaded code unauthenticated: the default address is 127.0.0.1, and
+    SIGTERM (what systemd and kill send) stops TVM's listening child too."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tvmtui.devices.server", "--port", str(port),
+                             "--port-end", str(port + 1)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while not _listening(port) and time.time() < deadline:
+            time.sleep(0.2)
+        assert _listening(port) == [f"127.0.0.1:{port}"]
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert children  # TVM serves from a child process
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        psutil.wait_procs(children, timeout=10)
+        assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
+        assert _listening(port) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _, err = proc.communicate(timeout=10)
+    assert "WARNING" not in err  # nothing exposed, nothing to warn about
+
+
+def test_a_faked_fingerprint_says_so():
+    from tvmtui.devices.fingerprint import fake_fingerprint, local_fingerprint
+
+    real = local_fingerprint()
+    fake = fake_fingerprint(real, "stepping=99")
+    assert fake.id != real.id and "FAKED" in fake.label() and "FAKED" not in real.label()
+    assert fake.to_json()["faked"] == "stepping=99"

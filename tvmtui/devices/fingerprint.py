@@ -57,6 +57,7 @@ class Fingerprint:
     llvm: str | None = None
     tvm: str | None = None
     id: str = ""
+    faked: str = ""  # TVMTUI_FAKE_FINGERPRINT's value when this chip is pretended (tests, demos)
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -72,12 +73,14 @@ class Fingerprint:
         return cls(**known)
 
     def label(self) -> str:
-        """`AMD EPYC fam 26 model 2 step 1 x2` or `ARM 0x41 part 0xd08 r0p3 x4`."""
+        """`AMD EPYC fam 26 model 2 step 1 x2` or `ARM 0x41 part 0xd08 r0p3 x4`; a faked
+        fingerprint says so."""
+        fake = f" [FAKED by TVMTUI_FAKE_FINGERPRINT={self.faked}]" if self.faked else ""
         if self.implementer:
             return (f"{self.arch} impl {self.implementer} part {self.part} "
-                    f"r{_num(self.variant)}p{_num(self.revision)} x{self.cores}")
+                    f"r{_num(self.variant)}p{_num(self.revision)} x{self.cores}{fake}")
         return (f"{self.model_name} fam {self.family} model {self.model} "
-                f"step {self.stepping} x{self.cores}")
+                f"step {self.stepping} x{self.cores}{fake}")
 
 
 def _num(value: str | None) -> str:
@@ -182,7 +185,7 @@ def fake_fingerprint(real: Fingerprint, spec: str) -> Fingerprint:
         key = key.strip()
         if key in IDENTITY or key in ("tvm", "llvm", "kernel"):
             changes[key] = int(value) if key == "cores" else value.strip()
-    data = dict(real.to_json(), **changes, id="")
+    data = dict(real.to_json(), **changes, id="", faked=spec)
     return Fingerprint.from_json(data)
 
 

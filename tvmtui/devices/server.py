@@ -4,13 +4,19 @@ It is TVM's own server (same protocol, same tracker registration) plus one remot
 function, `tvmtui.device_info`, returning the board's fingerprint, TVM version and LLVM
 target as JSON, so the host can check what it is about to tune for. Run it on the board:
 
-    python -m tvmtui.devices.server --tracker HOST:9190 --key rpi4 [--host 0.0.0.0] [--port 9090]
+    python -m tvmtui.devices.server --tracker HOST:9190 --key rpi4 [--host ADDRESS] [--port 9090]
+
+TVM's RPC runs whatever library a client uploads, without authentication: the server
+listens on 127.0.0.1 unless `--host` names another address, and then says what it exposes.
+SIGTERM (systemd, `kill`) stops TVM's serving child process too.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
+import sys
 import time
 
 
@@ -35,7 +41,9 @@ def register() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tvmtui.devices.server")
-    ap.add_argument("--host", default="0.0.0.0")
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1; anything else exposes "
+                         "unauthenticated code execution to that network)")
     ap.add_argument("--port", type=int, default=9090)
     ap.add_argument("--port-end", type=int, default=9199)
     ap.add_argument("--tracker", help="HOST:PORT of the RPC tracker to register with")
@@ -57,11 +65,18 @@ def main(argv: list[str] | None = None) -> int:
     server = rpc.Server(args.host, args.port, args.port_end, key=args.key,
                         tracker_addr=tracker, server_init_callback=register)
     print(f"tvmtui rpc server on {args.host}:{server.port} key {args.key!r}", flush=True)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"WARNING: listening on {args.host}:{server.port}: anyone who can reach it can "
+              "upload and run native code as this user (TVM RPC has no authentication); keep "
+              "it on a trusted network or tunnel it over SSH", file=sys.stderr, flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
-        server.terminate()
+        pass
+    finally:
+        server.terminate()  # TVM serves from a child process: stop it with us
     return 0
 
 

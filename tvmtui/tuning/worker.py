@@ -834,6 +834,10 @@ def run(session_path: Path) -> int:
                 "pid": os.getpid(),
             },
         )
+        faked = (meta.get("fingerprint") or {}).get("faked")
+        if faked:
+            tuner.emit_notice(f"the chip fingerprint is FAKED (TVMTUI_FAKE_FINGERPRINT={faked}): "
+                              "chip checks are pretended, for tests and demos only")
         infos = tuner.prepare()
         session.append(ev.TASKS_EXTRACTED, {"tasks": [i.__dict__ for i in infos],
                                             "variants": tuner.plans})
