@@ -80,3 +80,48 @@ def test_repair_drops_a_line_cut_short_and_keeps_the_original(tmp_path):
     assert path.read_text().splitlines() == good
     assert (tmp_path / "database_tuning_record.json.broken").exists()
     assert repair_json_lines(path) == 0
+    first = (tmp_path / "database_tuning_record.json.broken").read_bytes()
+    path.write_text("\n".join(good) + "\n" + good[1][:9])  # a second crash, later
+    assert repair_json_lines(path) == 1
+    assert (tmp_path / "database_tuning_record.json.broken").read_bytes() == first
+    assert (tmp_path / "database_tuning_record.json.broken.1").read_bytes().endswith(
+        good[1][:9].encode())
+
+
+def test_readers_never_take_the_worker_lock(tmp_path):
+    """A reader asking "is a worker alive?" over and over must never make a worker that is
+    starting at that moment fail to take its lock (it would exit "already has a worker")."""
+    import fcntl
+    import threading
+
+    from tvmtui.sessions.store import lock_held
+
+    lock = tmp_path / "worker.lock"
+    lock.write_text("")
+    stop = threading.Event()
+    answers = []
+
+    def reader():
+        while not stop.is_set():
+            answers.append(lock_held(lock))
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    refused = 0
+    try:
+        for _ in range(2000):
+            with open(lock, "a+") as fh:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    refused += 1
+                    continue
+                fcntl.flock(fh, fcntl.LOCK_UN)
+    finally:
+        stop.set()
+        thread.join()
+    assert refused == 0 and len(answers) > 10
+    with open(lock, "a+") as held:  # and a held lock is seen
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert lock_held(lock)
+    assert not lock_held(lock)

@@ -265,7 +265,12 @@ def tuned_library(session) -> Path:
                      meta.get("variant") or "nchw")
     path = builds_dir() / f"tuned-{key}.so"
     if not path.exists():
-        export_session(session, path)
+        # Built under a temporary name and renamed: a crash mid-build leaves no truncated
+        # library for later benches to pick up.
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.so")
+        export_session(session, tmp)
+        os.replace(tmp.with_suffix(".json"), path.with_suffix(".json"))
+        os.replace(tmp, path)
     return path
 
 

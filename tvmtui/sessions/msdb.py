@@ -29,12 +29,31 @@ def repair_json_lines(path: Path) -> int:
         good.append(line)
     if dropped == 0 and (not raw or raw.endswith(b"\n")):
         return 0
-    if dropped:
-        path.with_name(path.name + ".broken").write_bytes(raw)
+    if dropped:  # every repair keeps its original: .broken, .broken.1, ...
+        n = 0
+        while (kept := path.with_name(path.name + ".broken" + (f".{n}" if n else ""))).exists():
+            n += 1
+        _write_synced(kept, raw)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(b"".join(line + b"\n" for line in good))
+    _write_synced(tmp, b"".join(line + b"\n" for line in good))
     os.replace(tmp, path)
+    _sync_dir(path.parent)
     return dropped
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _sync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def count_records(path: Path) -> int:

@@ -320,17 +320,9 @@ class Session:
 
     # ---- liveness --------------------------------------------------------------------
     def worker_alive(self) -> bool:
-        """True while a worker process holds this session's lock."""
-        lock = self.path / LOCK_FILE
-        if not lock.exists():
-            return False
-        with open(lock, "a+") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                return True
-            fcntl.flock(fh, fcntl.LOCK_UN)
-            return False
+        """True while a worker process holds this session's lock. Readers only look: taking
+        the lock, even for a moment, would turn a worker starting then away."""
+        return lock_held(self.path / LOCK_FILE)
 
     def status(self, meta: dict | None = None) -> str:
         """The stored status, or `crashed` when a live status has no worker behind it."""
@@ -406,6 +398,34 @@ def list_sessions(root: Path) -> tuple[list[SessionSummary], list[tuple[str, str
     return found, broken
 
 
+def lock_held(lock: Path) -> bool:
+    """Does some process hold an flock on `lock`? Read from /proc/locks (no lock taken);
+    elsewhere, whether the pid the worker wrote into it is alive."""
+    try:
+        st_ = os.stat(lock)
+    except OSError:
+        return False
+    try:
+        with open("/proc/locks") as fh:
+            table = fh.read()
+    except OSError:
+        try:
+            pid = int(lock.read_text().strip() or 0)
+        except (OSError, ValueError):
+            return False
+        import psutil
+
+        return pid > 0 and psutil.pid_exists(pid)
+    dev = f"{os.major(st_.st_dev):02x}:{os.minor(st_.st_dev):02x}:{st_.st_ino}"
+    for line in table.splitlines():
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 fe:00:5309410 0 EOF" ("->" marks a waiter)
+        if len(fields) >= 6 and fields[1] == "FLOCK" and "->" not in fields[:2] and \
+                fields[5] == dev:
+            return True
+    return False
+
+
 def remove_session(root: Path, name: str) -> None:
     check_name(name)
     if resolve_root(root, name) != root:
@@ -415,13 +435,15 @@ def remove_session(root: Path, name: str) -> None:
         raise UserError(f"no session {name!r} in {root}")
     if not (path / DB_FILE).exists():
         raise UserError(f"{path} is not a tvmtui session (no {DB_FILE}); not removing it")
-    lock = path / LOCK_FILE
-    if lock.exists():
-        with open(lock, "a+") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                raise UserError(
-                    f"session {name!r} has a running worker; `tvmtui stop {name}` first"
-                ) from None
-    shutil.rmtree(path)
+    # Removing is a write: hold the worker's lock throughout, so no worker starts on the
+    # session while it goes; the folder is renamed away (atomic) before it is deleted.
+    with open(path / LOCK_FILE, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise UserError(
+                f"session {name!r} has a running worker; `tvmtui stop {name}` first"
+            ) from None
+        doomed = root / f".removing-{name}-{os.getpid()}"
+        os.rename(path, doomed)
+    shutil.rmtree(doomed)
