@@ -142,6 +142,16 @@ def test_transfer_on_a_different_chip(cli):
     # On the new chip, resuming needs no transfer any more.
     again = cli.run("resume", "chip", "--trials", "4", "--json")
     assert again.returncode == 0, again.stderr
+    # Worker, CLI and app fold trials with one reducer: the best shown is the best measured
+    # on this chip (trials from 17 on), not the old chip's.
+    trials = _trials(cli, "chip")
+    here = [sum(t["run_s"]) / len(t["run_s"]) for t in trials if t["trial"] >= 17 and t["run_s"]]
+    shown = json.loads(cli.run("sessions", "show", "chip", "--json").stdout)
+    (task,) = shown["tasks"]
+    assert task["trials"] == len(trials) == 28
+    assert task["best_ms"] == pytest.approx(min(here) * 1000)
+    worker_best = [e for e in cli.session("chip").iter_events("round_done")][-1]["best_ms"]
+    assert worker_best == pytest.approx(task["best_ms"])
 
 
 def test_bad_device_input(cli, farm):

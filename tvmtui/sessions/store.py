@@ -259,9 +259,11 @@ class Session:
             out.append(obj)
         return out
 
-    def iter_events(self, kind: str) -> Iterator[dict]:
+    def iter_events(self, *kinds: str) -> Iterator[dict]:
+        """Events of these kinds, in order."""
+        marks = ",".join("?" * len(kinds))
         for seq, t, event, data in self._conn.execute(
-            "SELECT seq, t, event, data FROM events WHERE event = ? ORDER BY seq", (kind,)
+            f"SELECT seq, t, event, data FROM events WHERE event IN ({marks}) ORDER BY seq", kinds
         ):
             obj = {"event": event, "t": t, "seq": seq}
             obj.update(json.loads(data))

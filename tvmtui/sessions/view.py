@@ -10,6 +10,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from tvmtui.tuning import events as ev
+from tvmtui.tuning.tally import Tally, latency_s
 
 _LABELS = {"nchw": "NCHW", "nchwc": "NCHWc", "winograd": "Winograd", "shared": "shared"}
 
@@ -99,6 +100,7 @@ class SessionView:
     bench: dict | None = None  # the latest `tvmtui bench` report saved into the session
     boards: dict = field(default_factory=dict)  # RPC server -> BoardHealth
     last_t: float | None = None
+    tally: Tally = field(default_factory=lambda: Tally([]))  # the shared trial reducer
 
     def apply(self, e: dict) -> None:
         kind = e["event"]
@@ -111,11 +113,13 @@ class SessionView:
             self.run_start_t = e["t"]
             self.run_start_trials = self.trials
             self.state = "starting"
+            self.tally.started(e)
         elif kind == ev.TASKS_EXTRACTED:
             if not self.tasks:
                 infos = [ev.TaskInfo.from_json(t) for t in e["tasks"]]
                 self.tasks = [TaskRow(i.index, i.name, i.flops, i.weight, variant=i.variant,
                                       weights=i.weights) for i in infos]
+                self.tally.tasks = self.tasks
             self.variant_labels = {v: p["label"] for v, p in (e.get("variants") or {}).items()}
         elif kind == ev.TRIAL:
             self.trials = max(self.trials, e["trial"])
@@ -124,22 +128,13 @@ class SessionView:
                                                BoardHealth())
                 board.add(e)
             self.recent.append(e)
-            if e["task"] < len(self.tasks):
-                row = self.tasks[e["task"]]
-                row.trials += 1
-                kind_ = e.get("error_kind")
-                if kind_ in (ev.BUILD_ERROR, ev.BUILD_TIMEOUT):
-                    row.build_errors += 1
-                elif kind_:
-                    row.run_errors += 1
-                elif e.get("run_s"):
-                    lat = sum(e["run_s"]) / len(e["run_s"])
-                    if row.best_s is None or lat < row.best_s:
-                        row.best_s = lat
-                        history = self.task_history.setdefault(row.index, deque(maxlen=500))
-                        history.append((e["trial"], lat * 1000))
-                    if e.get("predicted") is not None:
-                        self.pairs.append((e["predicted"], row.flops / lat / 1e9))
+            improved = self.tally.trial(e)
+            if improved is not None:
+                history = self.task_history.setdefault(e["task"], deque(maxlen=500))
+                history.append((e["trial"], improved * 1000))
+            lat = latency_s(e)
+            if lat and e.get("predicted") is not None and e["task"] < len(self.tasks):
+                self.pairs.append((e["predicted"], self.tasks[e["task"]].flops / lat / 1e9))
         elif kind == ev.ROUND_DONE:
             self.best_ms = e.get("best_ms")
             self.variant = e.get("variant", self.variant)

@@ -175,20 +175,16 @@ class Tuner:
         for verdict in self.session.iter_events(ev.TASK_SPACE):
             task = self.tasks[verdict["task"]]
             task.without, task.failed = verdict.get("without"), verdict.get("error")
-        trusted_from = int(self.meta.get("trusted_from", 0))
-        for trial in self.session.iter_events(ev.TRIAL):
-            task = self.tasks[trial["task"]]
-            task.trials += 1
-            if trial.get("shash"):
-                self.memory.known.add(trial["shash"])
-            if trial["error_kind"] in (ev.BUILD_ERROR, ev.BUILD_TIMEOUT):
-                task.build_errors += 1
-            elif trial["error_kind"]:
-                task.run_errors += 1
-            elif trial["run_s"] and trial["trial"] >= trusted_from:
-                lat = sum(trial["run_s"]) / len(trial["run_s"])
-                if task.best_s is None or lat < task.best_s:
-                    task.best_s = lat
+        from tvmtui.tuning.tally import Tally
+
+        self.tally = Tally(self.tasks)
+        for event in self.session.iter_events(ev.SESSION_STARTED, ev.TRIAL):
+            if event["event"] == ev.SESSION_STARTED:
+                self.tally.started(event)
+            elif event["event"] == ev.TRIAL:
+                self.tally.trial(event)
+                if event.get("shash"):
+                    self.memory.known.add(event["shash"])
 
     def make_parts(self):
         from tvm.s_tir import meta_schedule as ms
@@ -615,7 +611,6 @@ class Tuner:
             if kind is None and run_s is None:
                 kind, rerr = ev.RUN_ERROR, rerr or "the runner returned no timings"
             self.trials_total += 1
-            task.trials += 1
             error = (berr or rerr) if kind else None
             trial = ev.Trial(
                 task=task_id,
@@ -638,13 +633,8 @@ class Tuner:
             )
             out.append((ev.TRIAL, trial.to_json()))
             traces.append((trial.trial, _trace_text(cand.sch)))
-            if kind in (ev.BUILD_ERROR, ev.BUILD_TIMEOUT):
-                task.build_errors += 1
-            elif kind:
-                task.run_errors += 1
-            elif trial.latency_s is not None and (task.best_s is None or trial.latency_s < task.best_s):
-                previous = task.best_s
-                task.best_s = trial.latency_s
+            previous = task.best_s
+            if self.tally.trial(out[-1][1]) is not None:
                 out.append(
                     (
                         ev.TASK_BEST,
@@ -831,6 +821,8 @@ def run(session_path: Path) -> int:
                 "run": tuner.run_index,
                 "resumed": tuner.run_index > 0,
                 "prior_trials": tuner.prior_trials,
+                # Trials before this number were measured on another chip (a transfer).
+                "trusted_from": int(meta.get("trusted_from", 0)),
                 "pid": os.getpid(),
             },
         )
