@@ -233,6 +233,7 @@ class Tuner:
             on_update=self._on_model_update,
             on_samples=self.session.add_samples,
         )
+        self._known_from_database()
         samples = self.session.samples()
         if samples:
             self.cost_model.restore(str(self.session.file(st.COST_MODEL_FILE)), samples)
@@ -242,6 +243,32 @@ class Tuner:
             self.memory.cold_batches = len(self.tasks)
             share = int(self.meta["budget"]) // len(self.tasks)
             self.memory.cold_batch_size = max(2, min(16, share))
+
+    def _known_from_database(self) -> None:
+        """Schedules in the database count as measured even without a trial event: a kill
+        between MetaSchedule's AddToDatabase and the event leaves such records."""
+        from tvm.s_tir import Schedule
+
+        from tvmtui.tuning.search import module_hash
+
+        records = self.database.get_all_tuning_records()
+        ran = sum(1 for t in self.session.iter_events(ev.TRIAL) if t.get("run_s"))
+        if len(records) <= ran:
+            return  # every record has its event (the usual case): nothing to replay
+        added = 0
+        for record in records:
+            try:
+                sch = Schedule(record.workload.mod)
+                record.trace.apply_to_schedule(sch, remove_postproc=False)
+            except Exception:  # noqa: BLE001 - a record that no longer replays is skipped
+                continue
+            key = module_hash(sch.mod)
+            if key not in self.memory.known:
+                self.memory.known.add(key)
+                added += 1
+        if added:
+            self.emit_notice(f"{added} database record(s) had no trial event (the worker was "
+                             "killed mid-batch): they count as measured and are not measured again")
 
     def _rpc_runner(self, device: dict, evaluator, run_timeout: float):
         """MetaSchedule's RPCRunner over the tracker (one worker per server: a farm of N
@@ -283,7 +310,11 @@ class Tuner:
             f"transfer: records were measured on another chip ({source.get('label', source['id'])});"
             f" re-measuring the best {k} of each task here before trusting any"
         )
-        self._remeasure(self._open_db(self.transfer_source), k, remeasured=True)
+        # A crash mid-transfer left some tasks re-measured already: not again.
+        done = {i for i, t in enumerate(self.extracted)
+                if self.database.has_workload(t.dispatched[0]) and
+                self.database.get_top_k(self.database.commit_workload(t.dispatched[0]), 1)}
+        self._remeasure(self._open_db(self.transfer_source), k, remeasured=True, skip=done)
         self.session.set_meta(fingerprint=transfer["to"],
                               transfer=dict(transfer, pending=False, done=time.time()))
 
