@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -68,8 +69,12 @@ DEMO_NAME = "demo"
 
 
 def assets_dir() -> Path:
-    """The project's `assets/` folder (holds the bundled, read-only demo session)."""
-    return Path(__file__).resolve().parents[2] / "assets"
+    """The `assets/` folder holding the bundled, read-only demo session: the source tree's,
+    or the one an installed wheel put under `sys.prefix/share/tvmtui`."""
+    source = Path(__file__).resolve().parents[2] / "assets"
+    if (source / DEMO_NAME).is_dir():
+        return source
+    return Path(sys.prefix) / "share" / "tvmtui" / "assets"
 
 
 def resolve_root(root: Path, name: str) -> Path:
