@@ -197,3 +197,26 @@ def test_a_dying_worker_and_a_locked_session_are_messages_not_crashes(cli):
             assert (cli.root / "locked").exists()
 
     asyncio.run(scenario())
+
+
+def test_resume_a_finished_session_from_the_app_asks_for_more_trials(cli):
+    tuned = cli.run("tune", "dwconv:D9", "--trials", "4", "--variants", "nchw", "--session",
+                    "more", "--json")
+    assert tuned.returncode == 0, tuned.stderr
+
+    async def scenario():
+        app = TvmTuiApp(cli.root, start="sessions")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, SessionsScreen), 30, "sessions")
+            await pilot.pause(0.5)
+            await pilot.press("r")
+            await wait_until(pilot, lambda: bool(app.screen.query("#budget-input")), 30, "prompt")
+            title = str(app.screen.query_one("#modal-title").content)
+            assert "finished with 4 trials" in title and "how many more" in title
+            app.screen.query_one("#budget-input").value = "4"
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: isinstance(app.screen, LiveScreen), 120, "live")
+            await wait_until(pilot, lambda: live(app).view.state == "finished"
+                             and live(app).view.trials == 8, 300, "8 trials")
+
+    asyncio.run(scenario())

@@ -191,9 +191,11 @@ class TvmTuiApp(App):
         self.call_from_thread(self.open_live, name)
 
     @work(thread=True, group="resume")
-    def resume_session(self, name: str) -> None:
+    def resume_session(self, name: str, more: int | None = None) -> None:
+        """`tvmtui resume NAME [--trials MORE]` in a subprocess, then follow it."""
+        extra = ["--trials", str(more)] if more else []
         try:
-            run_cli(["resume", name, "--detach"], self.root, timeout=120)
+            run_cli(["resume", name, *extra, "--detach"], self.root, timeout=120)
         except WorkerExit as exc:
             self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return

@@ -91,13 +91,14 @@ class ConfirmModal(ModalScreen[bool]):
 class BudgetModal(ModalScreen[int | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, current: int, done: int):
+    def __init__(self, current: int, done: int, title: str | None = None):
         super().__init__()
         self.current, self.done = current, done
+        self.title_text = title or f"Total trial budget (now {current}, {done} done)"
 
     def compose(self) -> ComposeResult:
         with Vertical(id="modal"):
-            yield Label(f"Total trial budget (now {self.current}, {self.done} done)", id="modal-title")
+            yield Label(self.title_text, id="modal-title")
             yield Input(str(self.current), id="budget-input", type="integer")
             yield Label("Enter sets it, Esc cancels", classes="hint")
 
@@ -460,9 +461,30 @@ class SessionsScreen(Screen):
             self.app.open_live(name)
 
     def action_resume(self) -> None:
+        """A paused session resumes as it is; a finished, stopped or crashed one asks how
+        many more trials to run (default: as many as its last budget, at least 32)."""
         name = self._selected()
-        if name:
+        if not name:
+            return
+        try:
+            session = st.Session.open(st.resolve_root(self.root, name), name)
+            summary = session.summary()
+            session.close()
+        except UserError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+            return
+        if summary.status in ("paused", "running", "starting"):
             self.app.resume_session(name)
+            return
+
+        def chosen(more: int | None) -> None:
+            if more:
+                self.app.resume_session(name, more)
+
+        self.app.push_screen(BudgetModal(
+            max(32, summary.budget), summary.trials,
+            title=f"{name} is {summary.status} with {summary.trials} trials: how many more?"),
+            chosen)
 
     def action_replay(self) -> None:
         name = self._selected()
