@@ -40,6 +40,8 @@ class Workload:
         }
 
 
+MAX_INPUT_ELEMENTS = 1 << 28  # 1 GiB of float32 per input: past this a shape is a mistake
+
 _SHAPE_RE = re.compile(r"^([^=\s]+)=(\d+(?:x\d+)*)$")
 
 
@@ -94,6 +96,14 @@ def resolve_shapes(
             raise UserError(
                 f"input {name!r} of {path} has a dynamic dimension ({_shown(dims)}); pin it "
                 f"with --shape {name}={_suggested(dims)}"
+            )
+        elements = 1
+        for d in dims:
+            elements *= d
+        if elements > MAX_INPUT_ELEMENTS:
+            raise UserError(
+                f"input {name!r} of {path} would be {_shown(dims)} = {elements:,} elements, more "
+                f"than tvmtui handles ({MAX_INPUT_ELEMENTS:,}); pin a smaller shape with --shape"
             )
         shapes[name] = dims
     if not shapes:
@@ -219,7 +229,7 @@ def _load_onnx_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
         raise UserError(f"{path} is not an ONNX model with a graph (no nodes); check the file")
     try:
         onnx.checker.check_model(model)
-    except onnx.checker.ValidationError as exc:
+    except (onnx.checker.ValidationError, ValueError) as exc:  # incl. bad UTF-8 in names
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
         raise UserError(f"{path} is not a valid ONNX model: {first}") from None
     shapes = _pin_shapes(model, overrides, str(path))
@@ -265,12 +275,13 @@ def _load_tflite_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
         subgraph = model.Subgraphs(0)
         ops = _tflite_ops(model, subgraph)
         inputs = _tflite_declared(subgraph)
+        # Reads every operator's tensors and buffers: a corrupt offset fails here too.
+        missing, quantized = _tflite_refused(model, subgraph, ops)
     except Exception as exc:  # noqa: BLE001 - any parse failure of untrusted bytes
         raise UserError(
             f"{path} is not a readable TFLite model ({type(exc).__name__}: {exc}); "
             "is it truncated? check the file"
         ) from None
-    missing, quantized = _tflite_refused(model, subgraph, ops)
     if missing:
         raise UserError(
             f"{path} uses operators TVM's TFLite frontend cannot import: {', '.join(missing[:5])}"
