@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -366,7 +367,9 @@ def serve_web(host: str, port: int) -> int:
 def cmd_app(args) -> int:
     if getattr(args, "web", False):
         return serve_web(args.host, args.port)
-    if not sys.stdout.isatty():
+    # textual-serve (`--web`) runs the app through pipes with its web driver named in
+    # TEXTUAL_DRIVER: no terminal, and none needed.
+    if not sys.stdout.isatty() and not os.environ.get("TEXTUAL_DRIVER"):
         raise UserError("the app needs a terminal; see `tvmtui --help` for headless commands")
     return run_app(args, start="launch")
 
