@@ -134,9 +134,11 @@ def markdown(rows: list[dict], command: str) -> str:
                      if r["litert_self_err"] > 1e-4 else " -- TVM is off: a defect") for r in worse]
     tuned = sum(r["outcome"] == "tuned" for r in rows)
     refused = sum(r["outcome"] == "refused" and not r.get("session_created") for r in rows)
+    ill = sum(1 for r in worse if r["litert_self_err"] > 1e-4)
     lines += ["", f"{tuned} of {len(rows)} tuned with parity passed; {refused} refused up front "
               "(exit 2, no session created); "
-              f"{len(rows) - tuned - refused} other."]
+              f"{len(rows) - tuned - refused} tuned with a parity miss ({ill} of them "
+              "ill-conditioned: LiteRT disagrees with itself by more than 1e-4)."]
     return "\n".join(lines) + "\n"
 
 
