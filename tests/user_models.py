@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tvmtui.workloads.tflite_writer import TfliteNet, _schema
+from tvmtui.workloads.tflite_writer import TfliteNet, _schema, opcode_index, pack_model
 
 
 def _init(name: str, array: np.ndarray) -> onnx.TensorProto:
@@ -58,25 +58,6 @@ def _reload(model_bytes: bytes):
     return S, S.ModelT.InitFromPackedBuf(model_bytes, 0)
 
 
-def _pack(model) -> bytes:
-    import flatbuffers
-
-    builder = flatbuffers.Builder(1 << 16)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
-
-
-def _opcode(S, model, name: str) -> int:
-    code = getattr(S.BuiltinOperator, name)
-    for i, oc in enumerate(model.operatorCodes):
-        if oc.builtinCode == code:
-            return i
-    oc = S.OperatorCodeT()
-    oc.builtinCode, oc.deprecatedBuiltinCode, oc.version = code, min(code, 127), 1
-    model.operatorCodes.append(oc)
-    return len(model.operatorCodes) - 1
-
-
 def _weights(S, model) -> list[int]:
     """Indices of the float32 weight tensors (the writer names them w_N)."""
     g = model.subgraphs[0]
@@ -88,7 +69,7 @@ def _producer(S, model, source: int, target: int, op_name: str) -> None:
     """Make tensor `target` the output of OP(source), computed before everything else."""
     g = model.subgraphs[0]
     op = S.OperatorT()
-    op.opcodeIndex = _opcode(S, model, op_name)
+    op.opcodeIndex = opcode_index(S, model, op_name)
     op.inputs, op.outputs = [source], [target]
     g.operators.insert(0, op)
     g.tensors[target].buffer = 0
@@ -121,7 +102,7 @@ def with_float16_weights(model_bytes: bytes) -> bytes:
         half = _value(S, model, w).astype(np.float16)
         src = _new_tensor(S, model, w, b"_fp16", half.tobytes(), S.TensorType.FLOAT16)
         _producer(S, model, src, w, "DEQUANTIZE")
-    return _pack(model)
+    return pack_model(model)
 
 
 def with_sparse_dense_weight(model_bytes: bytes) -> bytes:
@@ -129,9 +110,9 @@ def with_sparse_dense_weight(model_bytes: bytes) -> bytes:
     DEQUANTIZE of float16 weights, when there is one)."""
     S, model = _reload(model_bytes)
     g = model.subgraphs[0]
-    fc = _opcode(S, model, "FULLY_CONNECTED")
+    fc = opcode_index(S, model, "FULLY_CONNECTED")
     w = next(op.inputs[1] for op in g.operators if op.opcodeIndex == fc)
-    dq = _opcode(S, model, "DEQUANTIZE")
+    dq = opcode_index(S, model, "DEQUANTIZE")
     w = next((op.inputs[0] for op in g.operators if op.opcodeIndex == dq and op.outputs[0] == w), w)
     dense = _value(S, model, w)
     rows, cols = dense.shape
@@ -155,7 +136,7 @@ def with_sparse_dense_weight(model_bytes: bytes) -> bytes:
     sp.dimMetadata = [d0, d1]
     g.tensors[src].sparsity = sp
     _producer(S, model, src, w, "DENSIFY")
-    return _pack(model)
+    return pack_model(model)
 
 
 def int8_strided_slice_tflite() -> bytes:
@@ -192,7 +173,7 @@ def int8_strided_slice_tflite() -> bytes:
     oc.deprecatedBuiltinCode, oc.version = S.BuiltinOperator.STRIDED_SLICE, 1
     model = S.ModelT()
     model.version, model.buffers, model.subgraphs, model.operatorCodes = 3, buffers, [g], [oc]
-    return _pack(model)
+    return pack_model(model)
 
 
 def padded_residual_onnx() -> bytes:

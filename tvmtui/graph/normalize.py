@@ -78,7 +78,6 @@ def normalize_tflite(model_bytes: bytes) -> bytes:
                 todo[s, i] = name
     if not todo:
         return model_bytes
-    import flatbuffers
     from ai_edge_litert import schema_py_generated as S
 
     model = S.ModelT.InitFromPackedBuf(model_bytes, 0)
@@ -127,9 +126,9 @@ def normalize_tflite(model_bytes: bytes) -> bytes:
             tensor.sparsity = None
     if not changed:
         return model_bytes
-    builder = flatbuffers.Builder(len(model_bytes) * 2 + 1024)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    from tvmtui.workloads.tflite_writer import pack_model
+
+    return pack_model(model, len(model_bytes) * 2 + 1024)
 
 
 def _constant(model, subgraph, values: dict, t: int, dtypes: dict):

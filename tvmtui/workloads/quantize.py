@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tvmtui.workloads.tflite_writer import opcode_index, pack_model
+
 _SAME_PARAMS = {"RESHAPE", "TRANSPOSE", "PAD", "MAX_POOL_2D"}
 # Left in float between a DEQUANTIZE and a QUANTIZE: TVM 0.27 has no int8 TRANSPOSE or PAD.
 _FLOAT_OPS = {"TRANSPOSE", "PAD"}
@@ -56,7 +58,6 @@ def _asymmetric(lo: float, hi: float) -> tuple[float, int]:
 
 def quantize_tflite(model_bytes: bytes, frames: list[np.ndarray]) -> bytes:
     """The int8 model (see the module's docstring); `frames` are NHWC float inputs."""
-    import flatbuffers
     from ai_edge_litert import schema_py_generated as S
 
     ranges = _ranges(model_bytes, frames)
@@ -149,9 +150,7 @@ def quantize_tflite(model_bytes: bytes, frames: list[np.ndarray]) -> bytes:
                    _plain(S, model, "DEQUANTIZE", out, q_out)]
     g.outputs = [q_out]
     g.tensors[q_out].type, g.tensors[q_out].quantization = FLOAT32, None
-    builder = flatbuffers.Builder(len(model_bytes) + 1024)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())
+    return pack_model(model, len(model_bytes) + 1024)
 
 
 def _clone(S, g, t: int, suffix: bytes) -> int:
@@ -166,16 +165,5 @@ def _clone(S, g, t: int, suffix: bytes) -> int:
 def _plain(S, model, name: str, x: int, y: int):
     """An operator with one input, one output and no options."""
     op = S.OperatorT()
-    op.opcodeIndex, op.inputs, op.outputs = _code(S, model, name), [x], [y]
+    op.opcodeIndex, op.inputs, op.outputs = opcode_index(S, model, name), [x], [y]
     return op
-
-
-def _code(S, model, name: str) -> int:
-    code = getattr(S.BuiltinOperator, name)
-    for i, oc in enumerate(model.operatorCodes):
-        if oc.builtinCode == code:
-            return i
-    oc = S.OperatorCodeT()
-    oc.builtinCode, oc.deprecatedBuiltinCode, oc.version = code, min(code, 127), 1
-    model.operatorCodes.append(oc)
-    return len(model.operatorCodes) - 1

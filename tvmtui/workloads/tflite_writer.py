@@ -234,8 +234,6 @@ class TfliteNet:
 
     # ---- output -----------------------------------------------------------------------
     def finish(self, out: str) -> bytes:
-        import flatbuffers
-
         S = self.S
         subgraph = S.SubGraphT()
         subgraph.tensors = self.tensors
@@ -256,6 +254,25 @@ class TfliteNet:
             oc.version = 1
             codes.append(oc)
         model.operatorCodes = codes
-        builder = flatbuffers.Builder(1 << 20)
-        builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-        return bytes(builder.Output())
+        return pack_model(model)
+
+
+def opcode_index(S, model, name: str) -> int:
+    """The index of builtin operator `name` in a ModelT's operator codes (added if new)."""
+    code = getattr(S.BuiltinOperator, name)
+    for i, oc in enumerate(model.operatorCodes):
+        if oc.builtinCode == code:
+            return i
+    oc = S.OperatorCodeT()
+    oc.builtinCode, oc.deprecatedBuiltinCode, oc.version = code, min(code, 127), 1
+    model.operatorCodes.append(oc)
+    return len(model.operatorCodes) - 1
+
+
+def pack_model(model, size_hint: int = 1 << 20) -> bytes:
+    """A ModelT (the schema's object API) as TFLite flatbuffer bytes."""
+    import flatbuffers
+
+    builder = flatbuffers.Builder(size_hint)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
