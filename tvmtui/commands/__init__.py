@@ -1,0 +1,1 @@
+"""The `tvmtui` subcommands, by what they hold (parsed in `tvmtui/cli.py`)."""

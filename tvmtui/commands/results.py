@@ -1,0 +1,103 @@
+"""What a session produces: export (the tuned library) and bench (baselines, parity)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tvmtui import fmt
+from tvmtui.commands.common import check_writable, open_session, print_json, sessions_dir
+from tvmtui.errors import UserError
+
+
+def cmd_export(args) -> int:
+    from tvmtui.sessions.export import export_session
+
+    check_writable(args, args.name)
+    session = open_session(args, args.name)
+    info = export_session(session, Path(args.out))
+    if args.json:
+        print_json(info)
+    else:
+        for note in info["notes"]:
+            print(f"note: {note}", file=sys.stderr)
+        print(f"exported {info['library']} and {info['metadata']}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from tvmtui.devices.local import cpu_count
+
+    threads = cpu_count() if args.threads is None else args.threads
+    if threads < 1 or args.frames < 1 or args.repeats < 1:
+        raise UserError("--threads, --frames and --repeats must be at least 1")
+    if not args.tolerance > 0:
+        raise UserError(f"--tolerance must be positive (got {args.tolerance})")
+    from tvmtui.baselines import frames as fr
+    from tvmtui.baselines.bench import BenchRequest, parse_baselines, run_bench
+    from tvmtui.baselines.resolve import resolve, save_report
+
+    names = parse_baselines(args.baselines)
+    from tvmtui.baselines.runners import cannot_run_here
+
+    blocked = {n: cannot_run_here(n, {"armnn_delegate": args.armnn_delegate}) for n in names}
+    if all(blocked.values()):
+        raise UserError("none of the baselines asked for can run here: " +
+                        "; ".join(f"{n}: {why}" for n, why in blocked.items()))
+    found = resolve(sessions_dir(args), args.target, args.shape)
+    model = found.model
+    frames = (fr.folder_frames(model, Path(args.inputs), args.frames) if args.inputs
+              else fr.seeded_frames(model, args.frames, args.seed))
+    notes = [found.note] if found.note else []
+    if found.session is not None and found.session.worker_alive():
+        notes.append("the session is still tuning: timings share the CPU with its measurements")
+    if not args.json:
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
+        print(f"benchmarking {model.name}: {', '.join(names)} with {threads} thread(s), "
+              f"parity on {len(frames)} frame(s) ...", file=sys.stderr)
+    report = run_bench(BenchRequest(
+        model=model, target=found.target, baselines=names, frames=frames,
+        tolerance=args.tolerance, threads=threads, warmup=args.warmup, repeats=args.repeats,
+        max_seconds=args.max_seconds, session=found.session, tuned_reason=found.tuned_reason,
+        options={"armnn_delegate": args.armnn_delegate}, graph_hash=found.graph_hash,
+    ))
+    report.notes = notes
+    if found.session is not None and found.writable and not args.no_save:
+        save_report(found.session, report)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        _print_bench(report)
+    return 0
+
+
+def _print_bench(report) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{report.workload} · {report.threads} thread(s) · parity vs "
+                        f"{report.reference or '-'} on {report.frames} frame(s), tol {report.tolerance:g}")
+    for col in ("baseline", "median ms", "IQR ms", "runs", "speedup", "parity", "runtime"):
+        table.add_column(col, justify="right" if "ms" in col or col in ("runs", "speedup") else "left",
+                         no_wrap=col != "runtime", overflow="fold" if col == "runtime" else "ellipsis")
+    missing = []
+    for row in report.to_json()["baselines"]:
+        if not row["available"]:
+            table.add_row(row["name"], "-", "-", "-", "-", "-", "[dim]not available (below)[/]")
+            missing.append(f"{row['name']}: {row['reason']}")
+            continue
+        table.add_row(row["name"], fmt.ms(row["median_ms"]), fmt.ms(row["iqr_ms"]),
+                      str(row["runs"]), fmt.speedup_cell(row), fmt.parity_cell(row["parity"]),
+                      row["detail"] or "")
+    console = Console()
+    console.print(table)
+    for line in missing:
+        console.print(f"  {line}", style="dim", highlight=False)
+    if report.session:
+        print(f"tuned build: session {report.session} ({report.tuned_trials} trials), "
+              f"variant {report.variant}; bench took {report.seconds:.0f} s")
+        for layer in report.layers:
+            share = f"{layer['share'] * 100:.0f}%" if layer["share"] is not None else "-"
+            print(f"  {layer['name']:<40} {layer['variant_label']:<10} x{layer['weight']} "
+                  f"{fmt.ms(layer['best_ms'])} ms  {share}")
