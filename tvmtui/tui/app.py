@@ -9,10 +9,12 @@ from pathlib import Path
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.message import Message
 
 from tvmtui.errors import UserError
 from tvmtui.sessions import store as st
 from tvmtui.tui.screens import (
+    BenchDone,
     LaunchScreen,
     LiveScreen,
     MessageModal,
@@ -44,6 +46,15 @@ q quits the app; workers keep tuning (`tvmtui attach NAME` or reopen the app).
 Ctrl+P opens the command palette.
 """
 
+
+
+class Report(Message):
+    """What background work has to tell the user (a notification), or a session to follow."""
+
+    def __init__(self, text: str = "", severity: str = "information", timeout: float = 5,
+                 open_live: str | None = None):
+        super().__init__()
+        self.text, self.severity, self.timeout, self.open_live = text, severity, timeout, open_live
 
 
 class TvmTuiApp(App):
@@ -178,17 +189,16 @@ class TvmTuiApp(App):
             wait_for_lock(session, pid)
             session.close()
             if prior:
-                self.call_from_thread(
-                    self.notify, f"{prior[0].name} already tuned this workload on this chip "
-                    f"({prior[0].trials} trials): resume it from Sessions (r)", timeout=10)
+                self.post_message(Report(
+                    f"{prior[0].name} already tuned this workload on this chip "
+                    f"({prior[0].trials} trials): resume it from Sessions (r)", timeout=10))
         except UserError as exc:
-            self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            self.post_message(Report(str(exc), "error", 10))
             return
         except (OSError, RuntimeError) as exc:  # a sessions path that is a file, a dead worker
-            self.call_from_thread(self.notify, f"could not start: {type(exc).__name__}: {exc}",
-                                  severity="error", timeout=10)
+            self.post_message(Report(f"could not start: {type(exc).__name__}: {exc}", "error", 10))
             return
-        self.call_from_thread(self.open_live, name)
+        self.post_message(Report(open_live=name))
 
     @work(thread=True, group="resume")
     def resume_session(self, name: str, more: int | None = None) -> None:
@@ -197,23 +207,23 @@ class TvmTuiApp(App):
         try:
             run_cli(["resume", name, *extra, "--detach"], self.root, timeout=120)
         except WorkerExit as exc:
-            self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            self.post_message(Report(str(exc), "error", 10))
             return
-        self.call_from_thread(self.open_live, name)
+        self.post_message(Report(open_live=name))
 
     @work(thread=True, group="export")
     def export_session(self, name: str) -> None:
         if self._session_root(name) != self.root:
-            self.call_from_thread(self.notify, "the bundled demo is read-only", severity="warning")
+            self.post_message(Report("the bundled demo is read-only", "warning"))
             return
         out = self.root / name / "export"
-        self.call_from_thread(self.notify, f"exporting {name} (compiling in a subprocess)...")
+        self.post_message(Report(f"exporting {name} (compiling in a subprocess)..."))
         try:
             run_cli(["export", name, str(out), "--json"], self.root)
         except WorkerExit as exc:
-            self.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            self.post_message(Report(str(exc), "error", 10))
             return
-        self.call_from_thread(self.notify, f"exported {out / 'model.so'}", timeout=10)
+        self.post_message(Report(f"exported {out / 'model.so'}", timeout=10))
 
     @work(thread=True, group="bench")
     def run_bench(self, name: str, screen) -> None:
@@ -228,7 +238,7 @@ class TvmTuiApp(App):
                 args += ["--baselines", ",".join(chosen)]
             report = json.loads(run_cli(args, self.root))
         except (WorkerExit, UserError) as exc:
-            self.call_from_thread(screen.bench_done, f"baselines failed: {exc}", True)
+            screen.post_message(BenchDone(f"baselines failed: {exc}", True))
             return
         tuned = next((b for b in report["baselines"] if b["name"] == "tvm-tuned"), None)
         failed = [b["name"] for b in report["baselines"] if b.get("parity") and not b["parity"]["passed"]]
@@ -237,7 +247,13 @@ class TvmTuiApp(App):
             text += f"; tuned TVM {tuned['median_ms']:.3f} ms"
         if failed:
             text += f"; parity FAILED for {', '.join(failed)}"
-        self.call_from_thread(screen.bench_done, text, bool(failed))
+        screen.post_message(BenchDone(text, bool(failed)))
+
+    def on_report(self, report: Report) -> None:
+        if report.text:
+            self.notify(report.text, severity=report.severity, timeout=report.timeout)
+        if report.open_live:
+            self.open_live(report.open_live)
 
     # ---- command palette -------------------------------------------------------------
     def get_system_commands(self, screen):

@@ -142,6 +142,14 @@ class TrackerModal(ModalScreen[str | None]):
 
 
 # ---- live tuning / replay -------------------------------------------------------------
+class BenchDone(Message):
+    """A `tvmtui bench` run the app started has ended (its report is in the session)."""
+
+    def __init__(self, text: str, error: bool):
+        super().__init__()
+        self.text, self.error = text, error
+
+
 class LiveScreen(Screen):
     """Follows one session: header, tasks, trial stream, charts, baselines, controls."""
 
@@ -341,10 +349,10 @@ class LiveScreen(Screen):
         self.dirty = True
         self.app.run_bench(self.source.name, self)
 
-    def bench_done(self, message: str, error: bool) -> None:
+    def on_bench_done(self, done: BenchDone) -> None:
         self.bench_since = None
         self.dirty = True
-        self.notify(message, severity="error" if error else "information", timeout=10)
+        self.notify(done.text, severity="error" if done.error else "information", timeout=10)
 
     def action_export(self) -> None:
         if not self.source.live:
@@ -578,9 +586,18 @@ class LaunchScreen(Screen):
             gpus = local_gpus()
         except Exception:  # noqa: BLE001 - a runtime without CUDA has no GPUs to list
             gpus = []
-        self.app.call_from_thread(self._show_device, target, gpus)
+        self.post_message(self.DeviceFound(target, gpus))
 
-    def _show_device(self, target: dict, gpus: list[dict]) -> None:
+    class DeviceFound(Message):
+        """The local CPU's target and the CUDA GPUs (from a thread worker)."""
+
+        def __init__(self, target: dict, gpus: list[dict]) -> None:
+            super().__init__()
+            self.target, self.gpus = target, gpus
+
+    @on(DeviceFound)
+    def show_device(self, found: DeviceFound) -> None:
+        target, gpus = found.target, found.gpus
         devices = self.query_one("#devices", OptionList)
         devices.replace_option_prompt("local", f"local CPU  {describe_target(target)}")
         devices.add_options([
@@ -607,9 +624,18 @@ class LaunchScreen(Screen):
                 rows.append((f"tracker://{address}/{key}",
                              f"{key} @ {address}: {entry['total']} total, {entry['free']} free, "
                              f"{entry['pending']} pending", entry["total"] == 0))
-        self.app.call_from_thread(self._show_remote, rows)
+        self.post_message(self.TrackersRead(rows))
 
-    def _show_remote(self, rows: list[tuple[str, str, bool]]) -> None:
+    class TrackersRead(Message):
+        """(option id, prompt, disabled) for every tracker key (from a thread worker)."""
+
+        def __init__(self, rows: list[tuple[str, str, bool]]) -> None:
+            super().__init__()
+            self.rows = rows
+
+    @on(TrackersRead)
+    def show_remote(self, read: TrackersRead) -> None:
+        rows = read.rows
         devices = self.query_one("#devices", OptionList)
         chosen = devices.highlighted
         keep = [o for o in devices.options if o.id == "local" or o.id.startswith("cuda:")]
@@ -648,9 +674,18 @@ class LaunchScreen(Screen):
             f"{2 * stats.macs / 1e6:.1f} MFLOP, {stats.params:,} weights, "
             f"{len(stats.layers)} weighted layers"
         )
-        self.app.call_from_thread(self._set_card, name, card)
+        self.post_message(self.CardReady(name, card))
 
-    def _set_card(self, name: str, card: str) -> None:
+    class CardReady(Message):
+        """A network's workload card (from a thread worker)."""
+
+        def __init__(self, name: str, card: str) -> None:
+            super().__init__()
+            self.name, self.card = name, card
+
+    @on(CardReady)
+    def set_card(self, ready: CardReady) -> None:
+        name, card = ready.name, ready.card
         workloads = self.query_one("#workloads", OptionList)
         if workloads.highlighted is not None and workloads.options[workloads.highlighted].id == name:
             self.query_one("#workload-card", Static).update(card)
