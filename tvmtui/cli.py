@@ -186,5 +186,18 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - an internal failure, still one line
+        if _disk_full(exc):
+            print(f"tvmtui: the disk is full ({exc}): free some space; what was already "
+                  "saved is kept, and `tvmtui resume NAME` continues a session", file=sys.stderr)
+            return 1
         print(f"tvmtui: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def _disk_full(exc: BaseException) -> bool:
+    import errno
+    import sqlite3
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and "full" in str(exc)

@@ -10,6 +10,7 @@ from tvmtui.commands.common import print_json
 from tvmtui.sessions import store as st
 
 TERMINAL = ("finished", "stopped", "failed", "crashed")
+LOW_DISK_BYTES = 16 << 20  # a worker that died with less free than this ran out of disk
 
 
 def follow(session: st.Session, as_json: bool, after: int = 0) -> int:
@@ -35,6 +36,14 @@ def follow(session: st.Session, as_json: bool, after: int = 0) -> int:
         )
         return 0
     if status == "crashed":
+        import shutil
+
+        free = shutil.disk_usage(session.path).free
+        if free < LOW_DISK_BYTES:
+            print(f"tvmtui: the disk under {session.path} is full ({free // 1024} KiB free): the "
+                  f"worker of {session.name!r} stopped; free some space, then `tvmtui resume "
+                  f"{session.name}` (what was saved is kept)", file=sys.stderr)
+            return 1
         print(
             f"tvmtui: the worker of {session.name!r} died; see {session.file(st.WORKER_LOG)}, "
             f"then `tvmtui resume {session.name}`",
