@@ -71,6 +71,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=100)
     ap.add_argument("--sessions-dir", default=str(HERE / "work" / "compare"))
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--saved-bench", action="store_true",
+                    help="use each session's last saved bench report instead of benching again")
     args = ap.parse_args()
     sessions = Path(args.sessions_dir)
     sessions.mkdir(parents=True, exist_ok=True)
@@ -85,11 +87,13 @@ def main() -> None:
             trials = args.net_trials_per_task * max(1, int(card.get("tasks") or 1))
         print(f"== {workload}: tuning {trials} trials", flush=True)
         name, tune_s = ensure_session(workload, trials, sessions)
-        bench = tvmtui("bench", name, "--json", "--frames", str(args.frames),
-                       "--repeats", str(args.repeats), sessions=sessions)
-        if bench.returncode != 0:
-            raise SystemExit(f"bench {workload} failed: {bench.stderr.strip()[-400:]}")
-        report = json.loads(bench.stdout)
+        report = saved_bench(sessions / name) if args.saved_bench else None
+        if report is None:
+            bench = tvmtui("bench", name, "--json", "--frames", str(args.frames),
+                           "--repeats", str(args.repeats), sessions=sessions)
+            if bench.returncode != 0:
+                raise SystemExit(f"bench {workload} failed: {bench.stderr.strip()[-400:]}")
+            report = json.loads(bench.stdout)
         by_name = {b["name"]: b for b in report["baselines"]}
         tuned = by_name["tvm-tuned"]
         info = json.loads(tvmtui("sessions", "show", name, "--json", sessions=sessions).stdout)
@@ -127,18 +131,31 @@ def main() -> None:
         workloads.append(summary)
         print(f"   tvm {tuned['median_ms']:.3f} ms; best {summary['best_baseline']} "
               f"{summary['best_ms']:.3f} ms; speedup {summary['speedup_vs_best']:.2f}x", flush=True)
-    out = Path(args.out)
+        write(Path(args.out), rows, workloads, peak, peak_text)  # after each: a cut run counts
+
+
+def write(out: Path, rows: list[dict], workloads: list[dict], peak: float, peak_text: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     command = ("python benchmarks/compare.py " + " ".join(sys.argv[1:])).strip()
     for w in workloads:
-        w["command"] = command
-    rows, workloads = merge_earlier(out / "compare.json", rows, workloads)
-    commands = sorted({w.get("command", "?") for w in workloads})
+        w.setdefault("command", command)
+    rows, merged = merge_earlier(out / "compare.json", rows, workloads)
+    commands = sorted({w.get("command", "?") for w in merged})
     (out / "compare.json").write_text(json.dumps(
         {"commands": commands, "created": time.time(), "peak_gflops": peak,
-         "peak": peak_text, "rows": rows, "workloads": workloads}, indent=2) + "\n")
-    (out / "compare.md").write_text(markdown(rows, workloads, peak, peak_text, commands))
-    print(f"wrote {out / 'compare.json'} and {out / 'compare.md'}")
+         "peak": peak_text, "rows": rows, "workloads": merged}, indent=2) + "\n")
+    (out / "compare.md").write_text(markdown(rows, merged, peak, peak_text, commands))
+    print(f"wrote {out / 'compare.json'} and {out / 'compare.md'}", flush=True)
+
+
+def saved_bench(session_dir: Path) -> dict | None:
+    """The last `tvmtui bench` report saved in the session (bench keeps each one)."""
+    import sqlite3
+
+    with sqlite3.connect(f"file:{session_dir / 'session.sqlite'}?mode=ro", uri=True) as db:
+        row = db.execute("SELECT data FROM events WHERE event = 'bench' ORDER BY seq DESC "
+                         "LIMIT 1").fetchone()
+    return json.loads(row[0]) if row else None
 
 
 def merge_earlier(path: Path, rows: list[dict], workloads: list[dict]) -> tuple[list, list]:
