@@ -34,6 +34,8 @@ from tvmtui.baselines.model import BenchModel
 from tvmtui.errors import UserError
 
 TOLERANCE = 1e-4
+# Part of every cached build's key: bump it when the way tvmtui compiles a session changes.
+BUILD_REVISION = "2"
 # A quantized output passes within this many of its quantization steps: TVM requantizes
 # in float (QDQ), LiteRT with fixed-point multipliers, so an intermediate layer's rounding
 # can differ by one step; across MobileNet's 28 layers that reaches 2 steps at the output.
@@ -223,7 +225,7 @@ def _build_key(*parts) -> str:
     from tvmtui.tuning.tvm_env import versions
 
     h = hashlib.sha256()
-    for part in (*parts, versions().get("apache-tvm")):
+    for part in (*parts, versions().get("apache-tvm"), BUILD_REVISION):
         h.update(part if isinstance(part, bytes) else json.dumps(part, sort_keys=True).encode())
     return h.hexdigest()[:16]
 

@@ -335,7 +335,16 @@ def compile_tuned(database, mod, target):
 
     try:
         lower = [*pipeline.dataflow_lower_passes(target), *pipeline.finalize_passes(target)]
-    except (ValueError, AttributeError):
+    except AttributeError:
+        if target.kind.name != "llvm":
+            raise
+        # TVM 0.27's relax.backend.cpu_generic does not export dataflow_lower_passes (its
+        # pipeline module defines it): without this, every CPU build fell back to
+        # compile_relax, which runs Winograd's weight rewrite on every call.
+        from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+        lower = [*cpu.dataflow_lower_passes(target), *cpu.finalize_passes(target)]
+    except ValueError:
         from tvm.s_tir import meta_schedule as ms
 
         return ms.relax_integration.compile_relax(database, mod, target, params=None)
