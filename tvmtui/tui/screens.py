@@ -469,8 +469,8 @@ class SessionsScreen(Screen):
             self.app.open_live(name)
 
     def action_resume(self) -> None:
-        """A paused session resumes as it is; a finished, stopped or crashed one asks how
-        many more trials to run (default: as many as its last budget, at least 32)."""
+        """A paused session, or one with budget left, resumes as it is; one that spent its
+        budget asks how many more trials to run (default: its last budget, at least 32)."""
         name = self._selected()
         if not name:
             return
@@ -481,8 +481,8 @@ class SessionsScreen(Screen):
         except UserError as exc:
             self.notify(str(exc), severity="error", timeout=10)
             return
-        if summary.status in ("paused", "running", "starting"):
-            self.app.resume_session(name)
+        if summary.status in ("paused", "running", "starting") or summary.trials < summary.budget:
+            self.app.resume_session(name)  # it continues to its budget
             return
 
         def chosen(more: int | None) -> None:
