@@ -178,11 +178,13 @@ class Tuner:
         from tvmtui.tuning.tally import Tally
 
         self.tally = Tally(self.tasks)
+        self.ran_before = 0  # earlier trials that ran (each left a database record)
         for event in self.session.iter_events(ev.SESSION_STARTED, ev.TRIAL):
             if event["event"] == ev.SESSION_STARTED:
                 self.tally.started(event)
             elif event["event"] == ev.TRIAL:
                 self.tally.trial(event)
+                self.ran_before += bool(event.get("run_s"))
                 if event.get("shash"):
                     self.memory.known.add(event["shash"])
 
@@ -252,8 +254,7 @@ class Tuner:
         from tvmtui.tuning.search import module_hash
 
         records = self.database.get_all_tuning_records()
-        ran = sum(1 for t in self.session.iter_events(ev.TRIAL) if t.get("run_s"))
-        if len(records) <= ran:
+        if len(records) <= self.ran_before:
             return  # every record has its event (the usual case): nothing to replay
         added = 0
         for record in records:
