@@ -18,6 +18,7 @@ APP_CHECK = textwrap.dedent("""
     from tvmtui.tui.app import TvmTuiApp
     from tvmtui.tui.screens import LiveScreen
     assert "site-packages" in tvmtui.__file__ and "{root}" not in tvmtui.__file__, tvmtui.__file__
+    assert (Path(tvmtui.__file__).parent / "tui" / "web" / "app_index.html").is_file()  # --web's page
 
     async def main():
         app = TvmTuiApp(Path(sys.argv[1]), start="replay", session="demo", speed=200)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from tvmtui.commands.common import open_session, run_app
 from tvmtui.errors import UserError
@@ -27,7 +28,10 @@ def serve_web(host: str, port: int) -> int:
             "--web needs textual-serve: pip install -e '.[web]' (or pip install textual-serve)"
         ) from None
     print(f"serving tvmtui on http://{host}:{port} (Ctrl-C stops)", file=sys.stderr)
-    Server(f"{sys.executable} -m tvmtui", host=host, port=port, title="tvmtui").serve()
+    # Our own page: textual-serve's links a web font from Google, and boards are often offline.
+    page = Path(__file__).resolve().parents[1] / "tui" / "web"
+    Server(f"{sys.executable} -m tvmtui", host=host, port=port, title="tvmtui",
+           templates_path=page).serve()
     return 0
 
 
