@@ -1,9 +1,10 @@
 """Reliability under abuse: kill -9 at random moments of tune and resume, a follower whose
-terminal hangs up, and a sessions folder on a full disk. Reports rounds survived, trials
-streamed vs stored, schedules measured twice and sessions left unresumable.
+terminal hangs up, a board server killed and a tracker gone mid-tune, and a sessions folder
+on a full disk. Reports rounds survived, trials streamed vs stored, schedules measured twice
+and sessions left unresumable.
 
     python benchmarks/reliability.py --rounds 10
-    python benchmarks/reliability.py --rounds 2 --trials 24      # the short version (a test)
+    python benchmarks/reliability.py --rounds 2 --trials 24 --no-boards  # tests/test_reliability.py
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # tests/rpc_farm.py: a real tracker and board servers
 
 
 def tvmtui(*args: str, root: Path, timeout: float = 600, **kw) -> subprocess.CompletedProcess:
@@ -32,6 +34,8 @@ def tvmtui(*args: str, root: Path, timeout: float = 600, **kw) -> subprocess.Com
 
 def trials(root: Path, name: str) -> list[dict]:
     db = root / name / "session.sqlite"
+    if not db.exists():
+        return []
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         return [dict(json.loads(d), seq=s) for s, d in
                 conn.execute("SELECT seq, data FROM events WHERE event = 'trial' ORDER BY seq")]
@@ -58,7 +62,13 @@ def kill_round(root: Path, name: str, workload: str, trials_per_run: int, rng: r
     follower = subprocess.Popen([sys.executable, "-m", "tvmtui", "attach", name, "--json"],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 text=True, start_new_session=True)
-    time.sleep(rng.uniform(3.0, 20.0))
+    if rng.random() < 0.5:
+        time.sleep(rng.uniform(3.0, 20.0))  # at start-up, extraction or the first search
+    else:  # while batches are being written: just after this run's first trial event
+        before, deadline = len(trials(root, name)), time.time() + 180
+        while len(trials(root, name)) == before and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 2.0))
     follower.send_signal(signal.SIGHUP)  # the SSH link drops
     pid = worker_pid(root, name)
     killed = False
@@ -75,9 +85,58 @@ def kill_round(root: Path, name: str, workload: str, trials_per_run: int, rng: r
     stored_keys = {(t["trial"], t.get("shash")) for t in stored}
     streamed_trials = [e for e in streamed if e.get("event") == "trial"]
     lost = [e for e in streamed_trials if (e["trial"], e.get("shash")) not in stored_keys]
-    shashes = [t["shash"] for t in stored if t.get("shash")]
     return {"ok": True, "killed": killed, "stored": len(stored), "streamed": len(streamed_trials),
-            "lost": len(lost), "measured_twice": len(shashes) - len(set(shashes))}
+            "lost": len(lost), "measured_twice": measured_twice(stored),
+            "_streamed": {(e["trial"], e.get("shash")) for e in streamed_trials}}
+
+
+def measured_twice(stored: list[dict]) -> int:
+    """Schedules that ran more than once (a candidate no board ran may be measured later)."""
+    ran = [t["shash"] for t in stored if t.get("shash") and t.get("run_s")]
+    return len(ran) - len(set(ran))
+
+
+def board_round(work: Path, what: str, workload: str, trials_per_run: int,
+                rng: random.Random) -> dict:
+    """Tune through a real tracker, then kill the board server (`what="server"`) or the
+    tracker (`"tracker"`) at a random moment: the run must stop with a clear reason, keep
+    every trial, and resume on a fresh board without measuring anything twice."""
+    from tests.rpc_farm import Farm
+
+    root = work / f"sessions-{what}"
+    logs = work / f"logs-{what}"
+    logs.mkdir(exist_ok=True)
+    farm = Farm(logs).start()
+    try:
+        board = farm.add_server("rel")
+        device = f"tracker://{farm.tracker}/rel"
+        env = dict(os.environ, TVMTUI_SESSIONS=str(root))
+        tune = subprocess.Popen([sys.executable, "-m", "tvmtui", "tune", workload, "--trials",
+                                 str(trials_per_run), "--session", what, "--variants", "nchw",
+                                 "--device", device, "--json"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(rng.uniform(8.0, 20.0))
+        farm.kill_server(board) if what == "server" else farm.kill_tracker()
+        out, err = tune.communicate(timeout=900)
+        lines = [json.loads(line) for line in out.splitlines() if line.strip().startswith("{")]
+        streamed = [e for e in lines if e.get("event") == "trial"]
+        final = lines[-1] if lines else {}
+        stored = trials(root, what)
+        if what == "tracker":
+            farm.start(port=farm.tracker_port)
+        farm.add_server("rel")
+        resumed = tvmtui("resume", what, "--trials", "8", "--json", root=root, timeout=900)
+        after = trials(root, what)
+        return {"ok": tune.returncode == 0, "what": what, "state": final.get("state"),
+                "reason": (final.get("reason") or err.strip()[-200:])[:200],
+                "streamed": len(streamed), "stored": len(stored),
+                "lost": len(streamed) - len({(t["trial"], t.get("shash")) for t in stored}
+                                            & {(t["trial"], t.get("shash")) for t in streamed}),
+                "budget_kept": len(stored) < trials_per_run,
+                "resumable": resumed.returncode == 0 and len(after) > len(stored),
+                "measured_twice": measured_twice(after)}
+    finally:
+        farm.stop()
 
 
 def full_disk(root_parent: Path, workload: str) -> dict:
@@ -106,6 +165,8 @@ def main() -> None:
     ap.add_argument("--workload", default="dwconv:D9")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "results" / "reliability.json"))
+    ap.add_argument("--no-boards", action="store_true",
+                    help="skip the killed-server and gone-tracker rounds (tests/test_devices.py has them)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="tvmtui-reliability-"))
@@ -114,10 +175,15 @@ def main() -> None:
     try:
         for i in range(args.rounds):
             rounds.append(kill_round(root, "rel", args.workload, args.trials, rng, first=i == 0))
-            print(f"round {i + 1}: {rounds[-1]}", flush=True)
+            shown = {k: v for k, v in rounds[-1].items() if not k.startswith("_")}
+            print(f"round {i + 1}: {shown}", flush=True)
         final = tvmtui("resume", "rel", "--trials", "4", "--json", root=root)
         resumable = final.returncode == 0
         shown = json.loads(tvmtui("sessions", "show", "rel", "--json", root=root).stdout or "{}")
+        boards = []
+        for what in () if args.no_boards else ("server", "tracker"):
+            boards.append(board_round(work, what, args.workload, args.trials * 2, rng))
+            print(f"board {what}: {boards[-1]}", flush=True)
         disk = full_disk(work, args.workload)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -126,11 +192,13 @@ def main() -> None:
         "rounds": len(rounds),
         "survived": sum(1 for r in rounds if r.get("ok")),
         "killed": sum(1 for r in rounds if r.get("killed")),
-        "trials_streamed": sum(r.get("streamed", 0) for r in rounds),
+        # distinct trials any follower saw (each follower replays the session from its start)
+        "trials_streamed": len(set().union(*(r.pop("_streamed", set()) for r in rounds))),
         "trials_stored": shown.get("trials"),
-        "streamed_but_lost": sum(r.get("lost", 0) for r in rounds),
-        "measured_twice": max((r.get("measured_twice", 0) for r in rounds), default=0),
-        "resumable_at_end": resumable,
+        "streamed_but_lost": sum(r.get("lost", 0) for r in rounds + boards),
+        "measured_twice": max((r.get("measured_twice", 0) for r in rounds + boards), default=0),
+        "resumable_at_end": resumable and all(b.get("resumable") for b in boards),
+        "boards": boards,
         "full_disk": disk,
         "rounds_detail": rounds,
     }

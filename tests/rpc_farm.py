@@ -43,13 +43,19 @@ class Farm:
         self.procs.append(proc)
         return proc
 
-    def start(self) -> Farm:
-        self.tracker_port = free_port()
-        self._spawn(["tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port",
-                     str(self.tracker_port), "--port-end", str(self.tracker_port + 1)],
-                    "tracker.log")
+    def start(self, port: int = 0) -> Farm:
+        """Start the tracker (again on `port`, after `kill_tracker`)."""
+        self.tracker_port = port or free_port()
+        self.tracker_proc = self._spawn(
+            ["tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(self.tracker_port),
+             "--port-end", str(self.tracker_port + 1)], "tracker.log")
         _wait_port(self.tracker_port)
         return self
+
+    def kill_tracker(self) -> None:
+        """SIGKILL the tracker (its machine goes away); the servers stay up."""
+        os.killpg(self.tracker_proc.pid, signal.SIGKILL)
+        self.tracker_proc.wait()
 
     @property
     def tracker(self) -> str:

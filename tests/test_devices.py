@@ -92,6 +92,35 @@ def test_farm_spreads_trials_survives_a_lost_board_and_resumes(cli, farm):
     assert len(hashes) == len(set(hashes))
 
 
+def test_a_tracker_gone_mid_tune_stops_it_and_resume_measures_what_never_ran(cli, farm):
+    """Boards unreachable: the worker stops (budget kept) instead of spending the budget on
+    trials that cannot run, and resume measures the candidates that never ran."""
+    board = farm.add_server("cpu")
+    proc = cli.popen("tune", "dwconv:D9", "--trials", "96", "--batch", "16", "--session", "gone",
+                     "--json", "--device", f"tracker://{farm.tracker}/cpu", "--variants", "nchw")
+    cli.wait_for("gone", lambda s: s.count_events("trial") >= 8, timeout=300)
+    farm.kill_tracker()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    final = cli.json_lines(out)[-1]
+    assert final["state"] == "stopped", final
+    assert "stopped answering" in final["reason"] and "tvmtui resume gone" in final["reason"]
+    trials = _trials(cli, "gone")
+    assert len(trials) < 96  # the rest of the budget is kept
+    lost = [t for t in trials if t["error_kind"] == "device_lost"]
+    assert lost and len(lost) <= 32  # it stopped at the first batch that found nobody
+
+    farm.kill_server(board)
+    farm.start(port=farm.tracker_port)  # the tracker's machine is back
+    farm.add_server("cpu")
+    out = cli.run("resume", "gone", "--trials", "16", "--json")
+    assert out.returncode == 0, out.stderr
+    trials = _trials(cli, "gone")
+    ran = [t["shash"] for t in trials if t["run_s"]]
+    assert len(ran) > len([t for t in trials[:-16] if t["run_s"]])
+    assert len(ran) == len(set(ran))  # nothing that ran was measured twice
+
+
 def test_single_rpc_server(cli, tmp_path):
     proc, port = standalone_server(tmp_path)
     try:

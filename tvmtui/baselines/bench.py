@@ -19,23 +19,19 @@ speedup: it is reported as null with the error, never as a number.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from tvmtui.baselines import runners as rn
+from tvmtui.baselines.builds import tuned_library, untuned_library
 from tvmtui.baselines.host import RemoteRunner, RunnerSpec, RuntimeFailed
 from tvmtui.baselines.model import BenchModel
 from tvmtui.errors import UserError
 
 TOLERANCE = 1e-4
-# Part of every cached build's key: bump it when the way tvmtui compiles a session changes.
-BUILD_REVISION = "2"
 # A quantized output passes within this many of its quantization steps: TVM requantizes
 # in float (QDQ), LiteRT with fixed-point multipliers, so an intermediate layer's rounding
 # can differ by one step; across MobileNet's 28 layers that reaches 2 steps at the output.
@@ -68,6 +64,7 @@ class BaselineResult:
     runs: int = 0
     detail: str | None = None
     speedup_unchecked: float | None = None  # the ratio even when parity failed (not a win)
+    device: str | None = None  # where it ran: "local CPU" or "board HOST:PORT[, emulated]"
 
 
 @dataclass
@@ -87,6 +84,7 @@ class BenchReport:
     notes: list[str] = field(default_factory=list)
     created: float = field(default_factory=time.time)
     seconds: float = 0.0
+    device: str = "local CPU"  # where every row ran
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -107,6 +105,7 @@ class BenchReport:
             "vs": best.name if best else None,
             "speedup": best.speedup if best else None,
             "failed": [b.name for b in self.baselines if b.parity and not b.parity.passed],
+            "device": self.device,
         }
 
 
@@ -125,6 +124,15 @@ class BenchRequest:
     tuned_reason: str | None = None  # why there is no tuned session
     options: dict = field(default_factory=dict)
     graph_hash: str = ""
+    device: dict | None = None  # a board session's device: everything runs on that board
+
+
+class BoardLost(UserError):
+    """The board stopped answering mid-bench; `report` has its rows failed, unsaved."""
+
+    def __init__(self, message: str, report: BenchReport):
+        super().__init__(message)
+        self.report = report
 
 
 # ---- timing ---------------------------------------------------------------------------------
@@ -214,68 +222,6 @@ def check_parity(reference: RemoteRunner, others: list[RemoteRunner],
     return out
 
 
-# ---- builds -----------------------------------------------------------------------------------
-def builds_dir() -> Path:
-    from tvmtui.workloads.nets import cache_dir
-
-    return cache_dir().parent / "builds"
-
-
-def _build_key(*parts) -> str:
-    from tvmtui.tuning.tvm_env import versions
-
-    h = hashlib.sha256()
-    for part in (*parts, versions().get("apache-tvm"), BUILD_REVISION):
-        h.update(part if isinstance(part, bytes) else json.dumps(part, sort_keys=True).encode())
-    return h.hexdigest()[:16]
-
-
-def untuned_library(model: BenchModel, target: dict) -> Path:
-    """TVM's build with no tuning records (cached by model, target and TVM version)."""
-    path = builds_dir() / f"untuned-{_build_key(model.files[model.native], target, model.input_shapes)}.so"
-    if path.exists():
-        return path
-    from tvmtui.graph.relax_import import load_relax
-    from tvmtui.graph.variants import prepare
-    from tvmtui.tuning.tvm_env import import_tvm
-
-    tvm = import_tvm(target)
-    from tvm import relax
-
-    tvm_target = tvm.target.Target(target)
-    mod, _ = prepare(load_relax(model.native, model.files[model.native], model.input_shapes),
-                     tvm_target)
-    executable = relax.build(mod, target=tvm_target)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.so")
-    executable.export_library(str(tmp))
-    os.replace(tmp, path)
-    return path
-
-
-def tuned_library(session) -> Path:
-    """The session's tuned build, cached by its records, model bytes and target (a new
-    record means a new build)."""
-    from tvmtui.sessions import store as st
-    from tvmtui.sessions.export import export_session
-
-    records = session.file(st.RECORD_DB)
-    data = records.read_bytes() if records.exists() else b""
-    meta = session.meta()
-    model = session.file(st.model_file(meta["workload"])).read_bytes()
-    key = _build_key(data, model, meta["workload"]["input_shapes"], meta["target"],
-                     meta.get("variant") or "nchw")
-    path = builds_dir() / f"tuned-{key}.so"
-    if not path.exists():
-        # Built under a temporary name and renamed: a crash mid-build leaves no truncated
-        # library for later benches to pick up.
-        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.so")
-        export_session(session, tmp)
-        os.replace(tmp.with_suffix(".json"), path.with_suffix(".json"))
-        os.replace(tmp, path)
-    return path
-
-
 # ---- the whole run ----------------------------------------------------------------------------
 def _pin(threads: int) -> None:
     """Keep this process (and the runtimes' thread pools it starts) on `threads` CPUs."""
@@ -305,32 +251,59 @@ def _spec(req: BenchRequest, name: str, trials: int | None) -> RunnerSpec:
     return RunnerSpec(**common)
 
 
+def _open_board(req: BenchRequest):
+    """The board of a board session, or None for the local CPU."""
+    if req.device is None:
+        return None
+    from tvmtui.baselines.board import Board
+
+    try:
+        return Board(req.device, "board")
+    except (UserError, RuntimeError, OSError) as exc:
+        raise UserError(f"cannot bench on the board: {exc}") from None
+
+
 def run_bench(req: BenchRequest) -> BenchReport:
     start = time.time()
-    _pin(req.threads)
+    board = _open_board(req)
+    where = "local CPU"
+    if board is None:
+        _pin(req.threads)
+    else:
+        from tvmtui.baselines.board import BoardRunner
+
+        where = board.label + (", emulated" if board.emulated else "")
     session = req.session
     trials = int(session.meta().get("trials", 0)) if session is not None else None
     wanted = [*req.baselines]
     if "tvm-tuned" not in wanted:
         wanted.append("tvm-tuned")
     results: dict[str, BaselineResult] = {}
-    loaded: dict[str, RemoteRunner] = {}
+    loaded: dict = {}
+    reference = None
+    samples: dict[str, list[float]] = {}
     try:
         for name in wanted:
             try:
-                runner = RemoteRunner(_spec(req, name, trials))
+                spec = _spec(req, name, trials)
             except rn.Unavailable as exc:
                 results[name] = BaselineResult(name, False, reason=str(exc))
                 continue
-            reason = runner.start()
+            runner = RemoteRunner(spec) if board is None else BoardRunner(board, spec)
+            try:
+                reason = runner.start()
+            except RuntimeFailed as exc:
+                reason = str(exc)
             if reason is not None:
-                results[name] = BaselineResult(name, False, reason=reason)
+                results[name] = BaselineResult(name, False, reason=reason, device=where)
                 continue
             loaded[name] = runner
-            results[name] = BaselineResult(name, True, threads=req.threads, detail=runner.detail)
+            results[name] = BaselineResult(name, True, threads=req.threads, detail=runner.detail,
+                                           device=where)
         asked = [n for n in req.baselines if n != "tvm-tuned"] or req.baselines
-        if not any(n in loaded for n in asked):
-            raise UserError("none of the baselines asked for can run here: " + "; ".join(
+        if not any(n in loaded for n in asked) and not (board and board.lost):
+            place = "here" if board is None else "on the board"
+            raise UserError(f"none of the baselines asked for can run {place}: " + "; ".join(
                 f"{n}: {results[n].reason}" for n in asked))
         reference = loaded.get("tvm-tuned") or loaded.get("tvm-untuned")
         if reference is not None:
@@ -341,11 +314,21 @@ def run_bench(req: BenchRequest) -> BenchReport:
             if reference.name == "tvm-tuned" and "tvm-untuned" in loaded:
                 # the tuned row's own check: the same comparison, seen from its side
                 results["tvm-tuned"].parity = results["tvm-untuned"].parity
-        samples = time_runners(list(loaded.values()), req.frames[0], req.warmup, req.repeats,
-                               req.max_seconds)
+        if not (board and board.lost):
+            samples = time_runners(list(loaded.values()), req.frames[0], req.warmup,
+                                   req.repeats, req.max_seconds)
+    except RuntimeFailed:
+        if not (board and board.lost):
+            raise
     finally:
         for runner in loaded.values():
             runner.close()
+    if board is not None and board.lost:
+        # Nothing measured on a board that went away is trusted: its rows fail, unsaved.
+        for row in results.values():
+            if row.device == where:
+                row.available, row.reason, row.parity = False, board.lost, None
+        samples = {}
     for name, times in samples.items():
         ms = np.asarray(times) * 1000
         q1, med, q3 = np.percentile(ms, [25, 50, 75])
@@ -368,7 +351,7 @@ def run_bench(req: BenchRequest) -> BenchReport:
         variant, layers = view.label(view.variant), view.layers()
         for layer in layers:
             layer["variant_label"] = view.label(layer["variant"])
-    return BenchReport(
+    report = BenchReport(
         variant=variant,
         layers=layers,
         workload=req.model.name,
@@ -382,7 +365,16 @@ def run_bench(req: BenchRequest) -> BenchReport:
         tuned_trials=trials,
         baselines=[results[n] for n in wanted],
         seconds=round(time.time() - start, 1),
+        device=where,
     )
+    if board is not None:
+        if board.emulated:
+            report.notes.append(f"measured on an emulated board ({board.emulated}): the "
+                                "timings and speedups are meaningless, parity is what counts")
+        if board.lost:
+            raise BoardLost(f"{board.lost}: nothing was saved; bench again when it is back",
+                            report)
+    return report
 
 
 def parse_baselines(text: str | None) -> list[str]:

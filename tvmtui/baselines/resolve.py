@@ -21,6 +21,8 @@ class BenchTarget:
     writable: bool  # results may be saved into the session
     tuned_reason: str | None
     note: str | None = None
+    device: dict | None = None  # a board session's device: the baselines run on that board
+    board_cores: int | None = None
 
 
 def _matching_session(root: Path, graph_hash: str, target: dict) -> st.Session | None:
@@ -48,13 +50,10 @@ def resolve(root: Path, spec: str, shape_items: list[str] | None) -> BenchTarget
         session = st.Session.open(where, spec)
         meta = session.meta()
         device = meta.get("device") or {"kind": "local"}
-        if device.get("kind", "local") != "local":
-            from tvmtui.devices.rpc import Device
-
-            raise UserError(
-                f"session {spec!r} was tuned on {Device(**device).url()}; the baselines run on "
-                "this machine's CPU: export it and run `tvmtui bench` where it runs"
-            )
+        if device.get("kind", "local") not in ("local", "tracker", "rpc"):
+            raise UserError(f"session {spec!r} was tuned on a {device['kind']} device; "
+                            "`tvmtui bench` runs on the local CPU or on a board")
+        remote = device if device.get("kind") in ("tracker", "rpc") else None
         workload = meta["workload"]
         data = session.file(st.model_file(workload)).read_bytes()
         if graph_hash(data, workload["input_shapes"]) != workload["graph_hash"]:
@@ -62,8 +61,10 @@ def resolve(root: Path, spec: str, shape_items: list[str] | None) -> BenchTarget
                 f"the model file in session {spec!r} changed since it was tuned (graph hash "
                 "mismatch); its records no longer describe it: start a new session"
             )
+        cores = (meta.get("fingerprint") or {}).get("cores") or meta["target"].get("num-cores")
         return BenchTarget(bench_model(workload, data), meta["target"], workload["graph_hash"],
-                           session, writable=where == root, tuned_reason=None)
+                           session, writable=where == root, tuned_reason=None, device=remote,
+                           board_cores=int(cores) if remote and cores else None)
 
     from tvmtui.devices.local import local_cpu_target
     from tvmtui.workloads import load_workload

@@ -111,10 +111,17 @@ def find_armnn_delegate(given: str | None) -> Path | None:
     return None
 
 
+def _has_pyarmnn() -> bool:
+    from importlib.util import find_spec
+
+    return find_spec("pyarmnn") is not None
+
+
 def cannot_run_here(name: str, options: dict) -> str | None:
     """Why baseline `name` cannot run on this machine, when that is known without loading
-    a model (ACL without an Arm NN delegate); else None."""
-    if name == "acl" and find_armnn_delegate(options.get("armnn_delegate")) is None:
+    a model (ACL without Arm NN); else None."""
+    if name == "acl" and find_armnn_delegate(options.get("armnn_delegate")) is None \
+            and not _has_pyarmnn():
         return _no_armnn()
     return None
 
@@ -124,16 +131,20 @@ def _no_armnn() -> str:
     where = (
         "Arm NN runs ARM Compute Library kernels on Arm CPUs only and this machine is "
         f"{machine}" if machine not in ("aarch64", "arm64", "armv7l") else
-        f"{ARMNN_LIB} was not found; install Arm NN or pass --armnn-delegate PATH"
+        f"neither {ARMNN_LIB} nor pyarmnn was found; install Arm NN (Debian: python3-pyarmnn "
+        "libarmnn-cpuacc-backend22 libarmnntfliteparser22) or pass --armnn-delegate PATH"
     )
     return (f"not available here: {where} (OpenVINO's CPU plugin uses ACL on Arm: "
             "the openvino baseline is the pip route)")
 
 
 def load_acl(model: BenchModel, threads: int, options: dict) -> Runner:
-    """ARM Compute Library through the Arm NN TFLite delegate (CpuAcc backend)."""
+    """ARM Compute Library through the Arm NN TFLite delegate (CpuAcc backend), else
+    through Arm NN's own TFLite parser (pyarmnn, CpuAcc backend)."""
     path = find_armnn_delegate(options.get("armnn_delegate"))
     if path is None:
+        if _has_pyarmnn():
+            return _armnn_parser_runner(model, threads)
         raise Unavailable(_no_armnn())
     try:
         from ai_edge_litert.interpreter import Interpreter, load_delegate
@@ -150,6 +161,55 @@ def load_acl(model: BenchModel, threads: int, options: dict) -> Runner:
     except (ValueError, RuntimeError, OSError) as exc:
         raise Unavailable(f"the Arm NN delegate at {path} failed to load: {exc}") from None
     return _tflite_runner("acl", f"Arm NN delegate {path} (CpuAcc)", model, interpreter)
+
+
+def _armnn_parser_runner(model: BenchModel, threads: int) -> Runner:
+    """Arm NN's TFLite parser, optimized for CpuAcc only (ACL's NEON kernels): a layer
+    ACL cannot run fails the load rather than falling back to reference code unseen."""
+    import pyarmnn as ann
+
+    data = _need_tflite(model)
+    with tempfile.NamedTemporaryFile(suffix=".tflite") as fh:
+        fh.write(data)
+        fh.flush()
+        parser = ann.ITfLiteParser()
+        try:
+            network = parser.CreateNetworkFromBinaryFile(fh.name)
+        except RuntimeError as exc:
+            raise Unavailable(f"Arm NN's TFLite parser refused the model: {exc}") from None
+    runtime = ann.IRuntime(ann.CreationOptions())
+    opts = ann.OptimizerOptions()
+    backend = ann.BackendId("CpuAcc")
+    try:
+        cpu_acc = ann.BackendOptions(backend)
+        cpu_acc.AddOption(ann.BackendOption("NumberOfThreads", int(threads)))
+        opts.m_ModelOptions = [cpu_acc]
+        threads_note = f"{threads} thread(s)"
+    except (AttributeError, TypeError):  # older pyarmnn: ACL picks its own thread count
+        threads_note = "ACL's default threads"
+    try:
+        optimized, _ = ann.Optimize(network, [backend], runtime.GetDeviceSpec(), opts)
+        net_id, _ = runtime.LoadNetwork(optimized)
+    except RuntimeError as exc:
+        raise Unavailable(f"Arm NN could not run this model on CpuAcc: {exc}") from None
+    ins = [parser.GetNetworkInputBindingInfo(0, n) for n in parser.GetSubgraphInputTensorNames(0)]
+    outs = [parser.GetNetworkOutputBindingInfo(0, n)
+            for n in parser.GetSubgraphOutputTensorNames(0)]
+    out_tensors = ann.make_output_tensors(outs)
+
+    def feed(frame):
+        return ann.make_input_tensors(ins, model.to_format("tflite", frame))
+
+    def invoke(tensors):
+        runtime.EnqueueWorkload(net_id, tensors, out_tensors)
+
+    def outputs(_):
+        return model.from_format("tflite", [np.array(a) for a in
+                                            ann.workload_tensors_to_ndarray(out_tensors)])
+
+    version = getattr(ann, "ARMNN_VERSION", None) or _version("pyarmnn")
+    return Runner("acl", f"Arm NN {version} TFLite parser, CpuAcc (ACL NEON), {threads_note}",
+                  feed, invoke, outputs)
 
 
 # ---- ONNX Runtime and OpenVINO -----------------------------------------------------------

@@ -28,23 +28,24 @@ def cmd_export(args) -> int:
 def cmd_bench(args) -> int:
     from tvmtui.devices.local import cpu_count
 
-    threads = cpu_count() if args.threads is None else args.threads
-    if threads < 1 or args.frames < 1 or args.repeats < 1:
+    if args.threads is not None and args.threads < 1 or args.frames < 1 or args.repeats < 1:
         raise UserError("--threads, --frames and --repeats must be at least 1")
     if not args.tolerance > 0:
         raise UserError(f"--tolerance must be positive (got {args.tolerance})")
     from tvmtui.baselines import frames as fr
-    from tvmtui.baselines.bench import BenchRequest, parse_baselines, run_bench
+    from tvmtui.baselines.bench import BenchRequest, BoardLost, parse_baselines, run_bench
     from tvmtui.baselines.resolve import resolve, save_report
 
     names = parse_baselines(args.baselines)
     from tvmtui.baselines.runners import cannot_run_here
 
-    blocked = {n: cannot_run_here(n, {"armnn_delegate": args.armnn_delegate}) for n in names}
-    if all(blocked.values()):
-        raise UserError("none of the baselines asked for can run here: " +
-                        "; ".join(f"{n}: {why}" for n, why in blocked.items()))
     found = resolve(sessions_dir(args), args.target, args.shape)
+    if found.device is None:  # on a board, the board says what it has
+        blocked = {n: cannot_run_here(n, {"armnn_delegate": args.armnn_delegate}) for n in names}
+        if all(blocked.values()):
+            raise UserError("none of the baselines asked for can run here: " +
+                            "; ".join(f"{n}: {why}" for n, why in blocked.items()))
+    threads = args.threads or found.board_cores or cpu_count()
     model = found.model
     frames = (fr.folder_frames(model, Path(args.inputs), args.frames) if args.inputs
               else fr.seeded_frames(model, args.frames, args.seed))
@@ -54,30 +55,46 @@ def cmd_bench(args) -> int:
     if not args.json:
         for note in notes:
             print(f"note: {note}", file=sys.stderr)
-        print(f"benchmarking {model.name}: {', '.join(names)} with {threads} thread(s), "
+        where = "" if found.device is None else " on the board"
+        print(f"benchmarking {model.name}{where}: {', '.join(names)} with {threads} thread(s), "
               f"parity on {len(frames)} frame(s) ...", file=sys.stderr)
-    report = run_bench(BenchRequest(
+    request = BenchRequest(
         model=model, target=found.target, baselines=names, frames=frames,
         tolerance=args.tolerance, threads=threads, warmup=args.warmup, repeats=args.repeats,
         max_seconds=args.max_seconds, session=found.session, tuned_reason=found.tuned_reason,
         options={"armnn_delegate": args.armnn_delegate}, graph_hash=found.graph_hash,
-    ))
-    report.notes = notes
+        device=found.device,
+    )
+    try:
+        report = run_bench(request)
+    except BoardLost as lost:  # show the failed rows; save nothing
+        lost.report.notes = notes + lost.report.notes
+        _show_bench(args, lost.report, shown=len(notes))
+        raise
+    report.notes = notes + report.notes
     if found.session is not None and found.writable and not args.no_save:
         save_report(found.session, report)
+    _show_bench(args, report, shown=len(notes))
+    return 0
+
+
+def _show_bench(args, report, shown: int) -> None:
+    """The report as JSON, or as a table followed by the notes not `shown` before it."""
     if args.json:
         print_json(report.to_json())
-    else:
-        _print_bench(report)
-    return 0
+        return
+    _print_bench(report)
+    for note in report.notes[shown:]:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _print_bench(report) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{report.workload} · {report.threads} thread(s) · parity vs "
-                        f"{report.reference or '-'} on {report.frames} frame(s), tol {report.tolerance:g}")
+    table = Table(title=f"{report.workload} on {report.device} · {report.threads} thread(s) · "
+                        f"parity vs {report.reference or '-'} on {report.frames} frame(s), "
+                        f"tol {report.tolerance:g}")
     for col in ("baseline", "median ms", "IQR ms", "runs", "speedup", "parity", "runtime"):
         table.add_column(col, justify="right" if "ms" in col or col in ("runs", "speedup") else "left",
                          no_wrap=col != "runtime", overflow="fold" if col == "runtime" else "ellipsis")

@@ -141,6 +141,11 @@ def _request(host: str, port: int, key: str, session_timeout: float, wait: float
 
     def ask() -> None:
         try:
+            # Fail now when no board can answer, rather than after a minute of connection
+            # retries (tracker gone) or the whole queue wait (no server left under the key).
+            if not tracker_keys(host, port).get(key, {}).get("total"):
+                raise RuntimeError(f"no server is registered under key {key!r} at the tracker "
+                                   f"{host}:{port} any more")
             tracker = rpc.connect_tracker(host, port)
             base.sendjson(tracker._sock, [base.TrackerCode.REQUEST, key, "", 1])
             value = base.recvjson(tracker._sock)

@@ -29,14 +29,34 @@ def device_info() -> str:
         target = local_cpu_target()
     except Exception as exc:  # noqa: BLE001 - a TVM without LLVM still answers
         target = {"error": str(exc)}
-    return json.dumps({"fingerprint": fp.to_json(), "tvm": fp.tvm, "target": target})
+    return json.dumps({"fingerprint": fp.to_json(), "tvm": fp.tvm, "target": target,
+                       "emulated": emulation()})
+
+
+def emulation() -> str | None:
+    """How this board is emulated, when it is: under qemu-user an aarch64 process reads
+    the host's own /proc/cpuinfo, an x86 vendor's."""
+    import platform
+
+    try:
+        cpuinfo = open("/proc/cpuinfo").read(4096)
+    except OSError:
+        return None
+    machine = platform.machine()
+    if machine in ("aarch64", "arm64", "armv7l") and any(
+            v in cpuinfo for v in ("GenuineIntel", "AuthenticAMD")):
+        return f"qemu-user: {machine} code on an x86_64 host (timings mean nothing)"
+    return None
 
 
 def register() -> None:
     """Runs in the server's process before it serves (TVM's `server_init_callback`)."""
     import tvm_ffi
 
+    from tvmtui.baselines.board import register_functions
+
     tvm_ffi.register_global_func("tvmtui.device_info", device_info, override=True)
+    register_functions()  # baselines run on the board: `tvmtui bench` of a board session
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -242,7 +242,7 @@ class TvmTuiApp(App):
             return
         tuned = next((b for b in report["baselines"] if b["name"] == "tvm-tuned"), None)
         failed = [b["name"] for b in report["baselines"] if b.get("parity") and not b["parity"]["passed"]]
-        text = f"baselines done in {report['seconds']:.0f} s"
+        text = f"baselines done on {report.get('device') or 'local CPU'} in {report['seconds']:.0f} s"
         if tuned and tuned["median_ms"]:
             text += f"; tuned TVM {tuned['median_ms']:.3f} ms"
         if failed:

@@ -222,7 +222,8 @@ class BaselinePanel(Static):
         when = time.strftime("%m-%d %H:%M", time.localtime(report["created"]))
         variant = f", variant {report['variant']}" if report.get("variant") else ""
         lines.append(Text(
-            f"bench {when}: {report['tuned_trials']} trials{variant}, {report['threads']} "
+            f"bench {when} on {report.get('device') or 'local CPU'}: "
+            f"{report['tuned_trials']} trials{variant}, {report['threads']} "
             f"thread(s), parity vs {report['reference'] or '-'} on {report['frames']} frames, "
             f"tol {report['tolerance']:g}", style="dim"))
         lines.append(Text(self.COLUMNS.format("baseline", "ms", "IQR", "speedup", "parity"),
@@ -240,7 +241,8 @@ class BaselinePanel(Static):
             lines.append(Text(self.COLUMNS.format(
                 row["name"], fmt_ms(row["median_ms"]), fmt_ms(row["iqr_ms"]), speed,
                 parity_cell(row.get("parity"))), style=style))
-        self.update(Text("\n").join(lines + missing))
+        notes = [Text(f"note: {n}", style="yellow") for n in report.get("notes") or []]
+        self.update(Text("\n").join(lines + missing + notes))
 
 
 class BoardTable(DataTable):

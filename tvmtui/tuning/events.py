@@ -56,6 +56,8 @@ BUILD_ERROR, BUILD_TIMEOUT, RUN_ERROR, RUN_TIMEOUT, QUEUE_TIMEOUT, DEVICE_LOST =
     "queue_timeout",
     "device_lost",
 )
+# Trials whose candidate never ran (no board answered): not measured, so not "known".
+NOT_RUN = (QUEUE_TIMEOUT, DEVICE_LOST)
 _LOST_WORDS = ("device_lost", "connection reset", "connection refused", "broken pipe",
                "connection closed", "socket closed", "eof", "unexpectedly closed",
                "code=kshutdown")

@@ -23,6 +23,7 @@ from pathlib import Path
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
+from tvmtui.errors import UserError
 from tvmtui.sessions import store as st
 from tvmtui.sessions.msdb import repair_json_lines
 from tvmtui.tuning import events as ev
@@ -185,7 +186,7 @@ class Tuner:
             elif event["event"] == ev.TRIAL:
                 self.tally.trial(event)
                 self.ran_before += bool(event.get("run_s"))
-                if event.get("shash"):
+                if event.get("shash") and event.get("error_kind") not in ev.NOT_RUN:
                     self.memory.known.add(event["shash"])
 
     def make_parts(self):
@@ -636,12 +637,13 @@ class Tuner:
         boards = self._device_records()
         for cand, bres, rres in zip(candidates, builder_results, runner_results):
             shash = module_hash(cand.sch.mod)
-            self.memory.known.add(shash)
             run_s = [float(x) for x in rres.run_secs] if rres.run_secs else None
             berr, rerr = bres.error_msg, rres.error_msg
             kind = ev.classify_error(berr, rerr if run_s is None else None)
             if kind is None and run_s is None:
                 kind, rerr = ev.RUN_ERROR, rerr or "the runner returned no timings"
+            if kind not in ev.NOT_RUN:
+                self.memory.known.add(shash)  # never run (no board): a later round may
             self.trials_total += 1
             error = (berr or rerr) if kind else None
             trial = ev.Trial(
@@ -715,7 +717,26 @@ class Tuner:
             traces=traces
         )
         self.retire_losing_variants()
+        kinds = {event["error_kind"] for name, event in out if name == ev.TRIAL}
+        if kinds == {ev.DEVICE_LOST}:
+            self._stop_if_unreachable()
         self._obey()
+
+    def _stop_if_unreachable(self) -> None:
+        """A batch that lost the device on every candidate: when the board (or its tracker)
+        no longer answers, stop rather than spend the budget on trials that cannot run."""
+        from tvmtui.devices import rpc
+
+        device = self.meta.get("device") or {}
+        if device.get("kind") not in ("tracker", "rpc"):
+            return
+        try:
+            rpc.check_device(rpc.Device(**device))
+        except (UserError, OSError, RuntimeError) as exc:
+            reason = (f"the device stopped answering ({exc}); nothing is lost: "
+                      f"`tvmtui resume {self.session.name}` when it is back")
+            self.emit_notice(reason[:ERROR_CHARS])
+            self.control.set(stop=True, stop_reason=reason[:ERROR_CHARS])
 
     def estimates(self) -> dict[str, float | None]:
         """End-to-end estimate (ms) of each variant, once each of its tasks has a best."""
