@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # An emulated aarch64 board for tests and demos: a Debian arm64 root filesystem made by
 # debootstrap from Debian's packages, run under qemu-user (binfmt_misc), with the aarch64
-# apache-tvm wheel and tvmtui's RPC server inside, registered to a tracker.
+# apache-tvm wheel and tvmtui's RPC server inside, registered to a tracker. The board carries
+# both baselines `tvmtui bench` runs there: LiteRT (the newest aarch64 cp311 wheel,
+# ai-edge-litert 1.4.0, beside TVM in /opt/py) and ARM Compute Library through Debian's Arm NN
+# (python3-pyarmnn and the CpuAcc backend, on the system Python with Debian's own numpy 1.x:
+# the board server runs it in a process of its own without /opt/py on its path).
 #
 #   scripts/arm-board.sh setup                      # build once; cached in $ROOTFS
 #   scripts/arm-board.sh start HOST:PORT KEY [PORT] # run the board's RPC server (foreground)
@@ -16,6 +20,8 @@ HERE=$(cd "$(dirname "$0")/.." && pwd)
 # The host's own Debian mirror (the only package registry reachable here).
 MIRROR=${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
+LITERT_VERSION=1.4.0
+ARMNN_PACKAGES="python3-pyarmnn libarmnn-cpuacc-backend22 libarmnn-cpuref-backend22 libarmnntfliteparser22"
 TVM_VERSION=$(python3 -c "from importlib.metadata import version; print(version('apache-tvm'))")
 FFI_VERSION=$(python3 -c "from importlib.metadata import version; print(version('apache-tvm-ffi'))")
 
@@ -38,7 +44,8 @@ host_tools() {
 
 setup() {
     host_tools
-    if [ -f "$ROOTFS/.tvmtui-ready" ] && grep -qx "$TVM_VERSION $FFI_VERSION" "$ROOTFS/.tvmtui-ready"; then
+    local ready="$TVM_VERSION $FFI_VERSION litert-$LITERT_VERSION armnn"
+    if [ -f "$ROOTFS/.tvmtui-ready" ] && grep -qx "$ready" "$ROOTFS/.tvmtui-ready"; then
         echo "board root filesystem ready: $ROOTFS"
         return
     fi
@@ -49,14 +56,22 @@ setup() {
             --include=python3,libstdc++6,libgomp1 "$SUITE" "$ROOTFS" "$MIRROR"
         chroot "$ROOTFS" /debootstrap/debootstrap --second-stage
     fi
+    # Arm NN from Debian's arm64 packages (apt runs inside the board, under qemu).
+    echo "deb $MIRROR $SUITE main" > "$ROOTFS/etc/apt/sources.list"
+    chroot "$ROOTFS" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    chroot "$ROOTFS" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        $ARMNN_PACKAGES >/dev/null
     # The aarch64 wheels, installed from the host's pip into the board's filesystem.
     rm -rf "$ROOTFS/opt/py"
-    python3 -m pip install --quiet --no-compile --target "$ROOTFS/opt/py" \
+    python3 -m pip install --quiet --no-compile --no-warn-conflicts --target "$ROOTFS/opt/py" \
         --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 \
+        --platform manylinux_2_17_aarch64 \
         --python-version 3.11 --implementation cp --only-binary=:all: \
         "apache-tvm==$TVM_VERSION" "apache-tvm-ffi==$FFI_VERSION" "numpy<3" ml_dtypes \
-        typing_extensions psutil cloudpickle
-    echo "$TVM_VERSION $FFI_VERSION" > "$ROOTFS/.tvmtui-ready"
+        typing_extensions psutil cloudpickle "ai-edge-litert==$LITERT_VERSION"
+    echo "$ready" > "$ROOTFS/.tvmtui-ready"
     echo "board root filesystem ready: $ROOTFS"
 }
 

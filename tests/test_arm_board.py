@@ -97,7 +97,30 @@ def test_emulated_board_end_to_end(cli, board, tmp_path):
     got = vm["main"](tvm.runtime.tensor(x, device=dev)).numpy()
     assert np.abs(reference).max() > 0.1 and got.shape == reference.shape
     assert np.abs(got - reference).max() <= 1e-4
+    err = float(np.abs(got - reference).max())
+    del vm, remote, dev, sess  # the board serves one session at a time: free it for the bench
+    import gc
+
+    gc.collect()
+    # The baselines on the board itself: LiteRT (XNNPACK) and ACL (Arm NN, CpuAcc), parity
+    # against tuned TVM run there, on 100 frames.
+    out = cli.run("bench", "arm", "--baselines", "tflite,acl,tvm-untuned", "--frames", "100",
+                  "--repeats", "20", "--max-seconds", "5", "--json", timeout=3000)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["device"].startswith("board ") and report["device"].endswith(", emulated")
+    assert any("emulated board" in n and "meaningless" in n for n in report["notes"])
+    rows = {r["name"]: r for r in report["baselines"]}
+    for name in ("tflite", "acl", "tvm-untuned", "tvm-tuned"):
+        assert rows[name]["available"], rows[name]["reason"]
+        assert rows[name]["device"] == report["device"]
+        assert rows[name]["parity"]["passed"], rows[name]["parity"]
+        assert rows[name]["parity"]["against"] == "tvm-tuned" and rows[name]["parity"]["frames"] == 100
+    assert "CpuAcc" in rows["acl"]["detail"] and "Arm NN" in rows["acl"]["detail"]
+    assert rows["tflite"]["detail"].startswith("LiteRT 1.4.0")
+    (tmp_path / "bench.json").write_text(json.dumps(report, indent=1))
+
     (tmp_path / "result.json").write_text(json.dumps({
         "target": meta["target"], "trials_measured_on_board": len(measured),
         "variant": exported["variant_label"],
-        "max_abs_err": float(np.abs(got - reference).max()), "t": time.time()}))
+        "max_abs_err": err, "t": time.time()}))

@@ -184,9 +184,9 @@ def _armnn_parser_runner(model: BenchModel, threads: int) -> Runner:
         cpu_acc = ann.BackendOptions(backend)
         cpu_acc.AddOption(ann.BackendOption("NumberOfThreads", int(threads)))
         opts.m_ModelOptions = [cpu_acc]
-        threads_note = f"{threads} thread(s)"
-    except (AttributeError, TypeError):  # older pyarmnn: ACL picks its own thread count
-        threads_note = "ACL's default threads"
+        threads_note = f", {threads} thread(s)"
+    except (AttributeError, TypeError):  # pyarmnn 22 has no backend options: ACL's own count
+        threads_note = ", ACL's own thread count"
     try:
         optimized, _ = ann.Optimize(network, [backend], runtime.GetDeviceSpec(), opts)
         net_id, _ = runtime.LoadNetwork(optimized)
@@ -208,7 +208,7 @@ def _armnn_parser_runner(model: BenchModel, threads: int) -> Runner:
                                             ann.workload_tensors_to_ndarray(out_tensors)])
 
     version = getattr(ann, "ARMNN_VERSION", None) or _version("pyarmnn")
-    return Runner("acl", f"Arm NN {version} TFLite parser, CpuAcc (ACL NEON), {threads_note}",
+    return Runner("acl", f"Arm NN {version} TFLite parser, CpuAcc{threads_note}",
                   feed, invoke, outputs)
 
 

@@ -96,6 +96,8 @@ def _follow_rich(session: st.Session, view, seq: int) -> str:
             if status == "crashed":
                 view.state = "crashed"
             live.update(_render(view, session.name))
+    if not console.is_terminal:
+        console.line()  # off a terminal, Live leaves its last line unterminated
     return status
 
 
