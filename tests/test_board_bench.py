@@ -4,36 +4,66 @@ runtime the board lacks says so, and a board that drops mid-bench saves nothing.
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
+import os
 import time
 
 import pytest
+from rich.console import Console
 
+from .conftest import Cli
 from .rpc_farm import Farm
 
 
-@pytest.fixture
-def tuned_board(cli, tmp_path):
+@pytest.fixture(scope="module")
+def tuned_board(tmp_path_factory):
     """A farm whose board lacks ONNX Runtime (a package on its path that fails to import),
-    and a session of dwconv:D9 tuned on it."""
-    lacking = tmp_path / "board-site"
+    and a session of dwconv:D9 tuned on it. The last test of this file kills the board."""
+    tmp = tmp_path_factory.mktemp("board")
+    lacking = tmp / "board-site"
     (lacking / "onnxruntime").mkdir(parents=True)
     (lacking / "onnxruntime" / "__init__.py").write_text(
         "raise ImportError('this board has no ONNX Runtime')\n")
-    import os
-
-    farm = Farm(tmp_path).start()
+    farm = Farm(tmp).start()
     path = os.pathsep.join(p for p in (str(lacking), os.environ.get("PYTHONPATH")) if p)
     board = farm.add_server("brd", {"PYTHONPATH": path})
+    cli = Cli(tmp / "sessions")
     out = cli.run("tune", "dwconv:D9", "--trials", "8", "--session", "b", "--variants", "nchw",
                   "--device", f"tracker://{farm.tracker}/brd", "--json")
     assert out.returncode == 0, out.stderr
-    yield farm, board
+    yield farm, board, cli
     farm.stop()
 
 
-def test_bench_of_a_board_session_runs_on_the_board(cli, tuned_board):
-    farm, board = tuned_board
+def test_the_app_benches_a_board_session_on_the_board(tuned_board):
+    from tvmtui.tui.app import TvmTuiApp
+    from tvmtui.tui.screens import LiveScreen
+
+    from .test_app import wait_until
+
+    farm, board, cli = tuned_board
+
+    async def drive():
+        app = TvmTuiApp(cli.root, start="live", session="b")
+        async with app.run_test(size=(110, 30)) as pilot:
+            screen = app.screen
+            assert isinstance(screen, LiveScreen)
+            await pilot.press("b")
+            await wait_until(pilot, lambda: screen.view.bench is not None, 300, "the bench event")
+            await pilot.pause(0.6)
+            console = Console(width=110, record=True, file=io.StringIO())
+            console.print(screen.query_one("#baseline-panel").content)
+            return console.export_text()
+
+    text = asyncio.run(drive())
+    assert f"on board 127.0.0.1:{board}" in text, text
+    assert "tflite" in text and "not installed on the board" in text, text
+
+
+def test_bench_of_a_board_session_runs_on_the_board(tuned_board):
+    farm, board, cli = tuned_board
     out = cli.run("bench", "b", "--baselines", "tflite,onnxruntime,tvm-untuned", "--frames", "4",
                   "--repeats", "20", "--json")
     assert out.returncode == 0, out.stderr
@@ -55,8 +85,10 @@ def test_bench_of_a_board_session_runs_on_the_board(cli, tuned_board):
     assert shown["speedup"]["device"] == where  # the saved bench summary
 
 
-def test_a_board_that_drops_mid_bench_saves_nothing(cli, tuned_board):
-    farm, board = tuned_board
+@pytest.mark.slow  # over a minute: `.ci/run` runs `-m slow`
+def test_a_board_that_drops_mid_bench_saves_nothing(tuned_board):
+    farm, board, cli = tuned_board
+    saved = len(list(cli.session("b").iter_events("bench")))
     seen = farm.server_log(board).count("start serving")
     proc = cli.popen("bench", "b", "--baselines", "tflite,tvm-untuned", "--frames", "100",
                      "--repeats", "1000", "--max-seconds", "60", "--json")
@@ -72,5 +104,4 @@ def test_a_board_that_drops_mid_bench_saves_nothing(cli, tuned_board):
     report = json.loads(out)
     assert all(not r["available"] and "dropped mid-bench" in r["reason"]
                for r in report["baselines"]), report["baselines"]
-    session = cli.session("b")
-    assert list(session.iter_events("bench")) == []
+    assert len(list(cli.session("b").iter_events("bench"))) == saved

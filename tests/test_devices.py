@@ -48,6 +48,7 @@ def test_devices_local_json(cli):
     assert table.returncode == 0 and fp["id"] in table.stdout
 
 
+@pytest.mark.slow  # over a minute: `.ci/run` runs `-m slow`
 def test_farm_spreads_trials_survives_a_lost_board_and_resumes(cli, farm):
     first = farm.add_server("cpu")
     second = farm.add_server("cpu")
@@ -92,6 +93,7 @@ def test_farm_spreads_trials_survives_a_lost_board_and_resumes(cli, farm):
     assert len(hashes) == len(set(hashes))
 
 
+@pytest.mark.slow  # over a minute: `.ci/run` runs `-m slow`
 def test_a_tracker_gone_mid_tune_stops_it_and_resume_measures_what_never_ran(cli, farm):
     """Boards unreachable: the worker stops (budget kept) instead of spending the budget on
     trials that cannot run, and resume measures the candidates that never ran."""

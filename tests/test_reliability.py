@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "reliability.py"
 
 
+@pytest.mark.slow  # over a minute: `.ci/run` runs `-m slow`
 def test_kills_lose_nothing_and_measure_nothing_twice(tmp_path):
     out = tmp_path / "reliability.json"
     run = subprocess.run([sys.executable, str(SCRIPT), "--rounds", "2", "--trials", "24",

@@ -150,6 +150,7 @@ def test_kill_9_mid_run_keeps_every_trial_and_resumes(cli):
     assert any(e["event"] == "notice" and "no trial event" in e["message"] for e in events)
 
 
+@pytest.mark.slow  # over a minute: `.ci/run` runs `-m slow`
 def test_pause_budget_resume_and_stop_from_other_processes(cli):
     # One variant, one task: with several, batches of other tasks already being measured
     # when the budget drops still land (the budget then ends up overshot by them).
