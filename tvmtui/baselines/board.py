@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from tvmtui.baselines import wire
-from tvmtui.baselines.host import RunnerSpec, RuntimeFailed
+from tvmtui.baselines.host import RunnerSpec, RuntimeClient, RuntimeFailed
 from tvmtui.baselines.model import BenchModel
 
 OPEN, ASK, CLOSE = "tvmtui.bench.open", "tvmtui.bench.ask", "tvmtui.bench.close"
@@ -183,7 +183,7 @@ class Board:
         return str(self.call(self.sess.get_function("tvm.rpc.server.workpath"), path.name))
 
 
-class BoardRunner:
+class BoardRunner(RuntimeClient):
     """A runtime loaded on the board (the interface of `host.RemoteRunner`)."""
 
     def __init__(self, board: Board, spec: RunnerSpec):
@@ -208,18 +208,6 @@ class BoardRunner:
         if status != "ok":
             raise RuntimeFailed(value)
         return value
-
-    def infer(self, frame):
-        return self._ask("infer", frame)
-
-    def prepare(self, frame) -> None:
-        self._ask("prepare", frame)
-
-    def warm(self, runs: int) -> float:
-        return self._ask("warm", runs)
-
-    def time(self, runs: int) -> list[float]:
-        return self._ask("time", runs)
 
     def close(self) -> None:
         if not self.board.lost and self.board.serves_baselines:

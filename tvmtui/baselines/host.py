@@ -102,7 +102,28 @@ class RuntimeFailed(Exception):
     pass
 
 
-class RemoteRunner:
+class RuntimeClient:
+    """The requests a loaded runtime answers (`_serve`), over whatever `_ask` reaches it by."""
+
+    name: str
+
+    def _ask(self, *msg):
+        raise NotImplementedError
+
+    def infer(self, frame: list[np.ndarray]) -> list[np.ndarray]:
+        return self._ask("infer", frame)
+
+    def prepare(self, frame: list[np.ndarray]) -> None:
+        self._ask("prepare", frame)
+
+    def warm(self, runs: int) -> float:
+        return self._ask("warm", runs)
+
+    def time(self, runs: int) -> list[float]:
+        return self._ask("time", runs)
+
+
+class RemoteRunner(RuntimeClient):
     """A runtime loaded in its own process. `start` returns None or the reason it can't run."""
 
     def __init__(self, spec: RunnerSpec):
@@ -138,18 +159,6 @@ class RemoteRunner:
         if status != "ok":
             raise RuntimeFailed(value)
         return value
-
-    def infer(self, frame: list[np.ndarray]) -> list[np.ndarray]:
-        return self._ask("infer", frame)
-
-    def prepare(self, frame: list[np.ndarray]) -> None:
-        self._ask("prepare", frame)
-
-    def warm(self, runs: int) -> float:
-        return self._ask("warm", runs)
-
-    def time(self, runs: int) -> list[float]:
-        return self._ask("time", runs)
 
     def close(self) -> None:
         if self._proc.is_alive():
