@@ -258,67 +258,80 @@ def _open_board(req: BenchRequest):
     from tvmtui.baselines.board import Board
 
     try:
-        return Board(req.device, "board")
+        return Board(req.device)
     except (UserError, RuntimeError, OSError) as exc:
         raise UserError(f"cannot bench on the board: {exc}") from None
+
+
+def _load_all(req: BenchRequest, wanted: list[str], trials: int | None, board, where: str,
+              results: dict[str, BaselineResult]) -> dict:
+    """Start each runtime (locally or on the board); a row for every one, loaded or not."""
+    loaded = {}
+    for name in wanted:
+        try:
+            spec = _spec(req, name, trials)
+        except rn.Unavailable as exc:
+            results[name] = BaselineResult(name, False, reason=str(exc), device=where)
+            continue
+        if board is None:
+            runner = RemoteRunner(spec)
+        else:
+            from tvmtui.baselines.board import BoardRunner
+
+            runner = BoardRunner(board, spec)
+        try:
+            reason = runner.start()
+        except RuntimeFailed as exc:  # the board went away while loading it
+            reason = str(exc)
+        if reason is not None:
+            results[name] = BaselineResult(name, False, reason=reason, device=where)
+            continue
+        loaded[name] = runner
+        results[name] = BaselineResult(name, True, threads=req.threads, detail=runner.detail,
+                                       device=where)
+    return loaded
+
+
+def _measure(req: BenchRequest, loaded: dict, results: dict[str, BaselineResult]):
+    """Parity against the reference, then timing; returns (reference, samples)."""
+    reference = loaded.get("tvm-tuned") or loaded.get("tvm-untuned")
+    if reference is not None:
+        others = [r for r in loaded.values() if r is not reference]
+        for name, parity in check_parity(reference, others, req.frames, req.tolerance,
+                                         req.model.output_steps).items():
+            results[name].parity = parity
+        if reference.name == "tvm-tuned" and "tvm-untuned" in loaded:
+            # the tuned row's own check: the same comparison, seen from its side
+            results["tvm-tuned"].parity = results["tvm-untuned"].parity
+    samples = time_runners(list(loaded.values()), req.frames[0], req.warmup, req.repeats,
+                           req.max_seconds)
+    return reference, samples
 
 
 def run_bench(req: BenchRequest) -> BenchReport:
     start = time.time()
     board = _open_board(req)
-    where = "local CPU"
     if board is None:
         _pin(req.threads)
-    else:
-        from tvmtui.baselines.board import BoardRunner
-
-        where = board.label + (", emulated" if board.emulated else "")
+    where = "local CPU" if board is None else board.label + (", emulated" if board.emulated else "")
     session = req.session
     trials = int(session.meta().get("trials", 0)) if session is not None else None
     wanted = [*req.baselines]
     if "tvm-tuned" not in wanted:
         wanted.append("tvm-tuned")
     results: dict[str, BaselineResult] = {}
-    loaded: dict = {}
-    reference = None
-    samples: dict[str, list[float]] = {}
+    reference, samples = None, {}
+    loaded = _load_all(req, wanted, trials, board, where, results)
     try:
-        for name in wanted:
-            try:
-                spec = _spec(req, name, trials)
-            except rn.Unavailable as exc:
-                results[name] = BaselineResult(name, False, reason=str(exc))
-                continue
-            runner = RemoteRunner(spec) if board is None else BoardRunner(board, spec)
-            try:
-                reason = runner.start()
-            except RuntimeFailed as exc:
-                reason = str(exc)
-            if reason is not None:
-                results[name] = BaselineResult(name, False, reason=reason, device=where)
-                continue
-            loaded[name] = runner
-            results[name] = BaselineResult(name, True, threads=req.threads, detail=runner.detail,
-                                           device=where)
-        asked = [n for n in req.baselines if n != "tvm-tuned"] or req.baselines
-        if not any(n in loaded for n in asked) and not (board and board.lost):
-            place = "here" if board is None else "on the board"
-            raise UserError(f"none of the baselines asked for can run {place}: " + "; ".join(
-                f"{n}: {results[n].reason}" for n in asked))
-        reference = loaded.get("tvm-tuned") or loaded.get("tvm-untuned")
-        if reference is not None:
-            others = [r for r in loaded.values() if r is not reference]
-            for name, parity in check_parity(reference, others, req.frames, req.tolerance,
-                                             req.model.output_steps).items():
-                results[name].parity = parity
-            if reference.name == "tvm-tuned" and "tvm-untuned" in loaded:
-                # the tuned row's own check: the same comparison, seen from its side
-                results["tvm-tuned"].parity = results["tvm-untuned"].parity
-        if not (board and board.lost):
-            samples = time_runners(list(loaded.values()), req.frames[0], req.warmup,
-                                   req.repeats, req.max_seconds)
+        if board is None or not board.lost:
+            asked = [n for n in req.baselines if n != "tvm-tuned"] or req.baselines
+            if not any(n in loaded for n in asked):
+                place = "here" if board is None else "on the board"
+                raise UserError(f"none of the baselines asked for can run {place}: " + "; ".join(
+                    f"{n}: {results[n].reason}" for n in asked))
+            reference, samples = _measure(req, loaded, results)
     except RuntimeFailed:
-        if not (board and board.lost):
+        if board is None or not board.lost:
             raise
     finally:
         for runner in loaded.values():
@@ -326,8 +339,7 @@ def run_bench(req: BenchRequest) -> BenchReport:
     if board is not None and board.lost:
         # Nothing measured on a board that went away is trusted: its rows fail, unsaved.
         for row in results.values():
-            if row.device == where:
-                row.available, row.reason, row.parity = False, board.lost, None
+            row.available, row.reason, row.parity = False, board.lost, None
         samples = {}
     for name, times in samples.items():
         ms = np.asarray(times) * 1000

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 from tvmtui.baselines import wire
@@ -62,7 +61,7 @@ def child_main() -> int:
 
 
 class _Child:
-    """A runtime process on the board, and a lock so one request is in flight at a time."""
+    """A runtime process on the board (the board's RPC server runs one call at a time)."""
 
     def __init__(self, spec_bytes: bytes, name: str):
         env = dict(os.environ)
@@ -75,22 +74,20 @@ class _Child:
         self.proc = subprocess.Popen([python, "-m", "tvmtui.baselines.board"], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.conn = wire.StreamConn(self.proc.stdout, self.proc.stdin)
-        self.lock = threading.Lock()
         self.pending = spec_bytes  # sent with the first exchange
 
     def exchange(self, data: bytes | None) -> bytes:
-        with self.lock:
-            try:
-                if self.pending is not None:
-                    spec, self.pending = self.pending, None
-                    self.conn.send_bytes(spec)
-                if data is not None:
-                    self.conn.send_bytes(data)
-                return self.conn.recv_bytes()
-            except (EOFError, OSError):
-                code = self.proc.wait()
-                return wire.encode(("error", f"its process on the board died (exit code {code}; "
-                                             "the board server's log has its error)"))
+        try:
+            if self.pending is not None:
+                spec, self.pending = self.pending, None
+                self.conn.send_bytes(spec)
+            if data is not None:
+                self.conn.send_bytes(data)
+            return self.conn.recv_bytes()
+        except (EOFError, OSError):
+            code = self.proc.wait()
+            return wire.encode(("error", f"its process on the board died (exit code {code}; "
+                                         "the board server's log has its error)"))
 
     def close(self) -> None:
         try:
@@ -143,30 +140,28 @@ class Board:
     """One RPC session to a board, shared by every runtime benched there. After a call
     fails at the transport level the board counts as lost and every later call fails."""
 
-    def __init__(self, device: dict, label: str, session_timeout: float = 7200):
+    def __init__(self, device: dict, session_timeout: float = 7200):
         from tvmtui.devices.rpc import Device, board_info, connect_device
 
-        self.device = Device(**device)
-        self.sess, self.address, _ = connect_device(self.device, session_timeout=session_timeout,
-                                                    wait=120)
+        self.sess, self.address, _ = connect_device(Device(**device),
+                                                    session_timeout=session_timeout, wait=120)
         self.info = board_info(self.sess)
-        self.label = f"{label} {self.address}"
+        self.label = f"board {self.address}"
         self.lost: str | None = None
         try:
-            self._open, self._ask = self.sess.get_function(OPEN), self.sess.get_function(ASK)
-            self._close = self.sess.get_function(CLOSE)
+            self._funcs = {f: self.sess.get_function(f) for f in (OPEN, ASK, CLOSE)}
         except Exception:  # noqa: BLE001 - a plain TVM server has none of tvmtui's functions
-            self._open = None
+            self._funcs = {}
 
     @property
     def serves_baselines(self) -> bool:
-        return self._open is not None
+        return bool(self._funcs)
 
     @property
     def emulated(self) -> str | None:
         return self.info.get("emulated")
 
-    def call(self, func, *args):
+    def _call(self, func, *args):
         if self.lost:
             raise RuntimeFailed(self.lost)
         try:
@@ -177,10 +172,15 @@ class Board:
             self.lost = f"the board at {self.address} dropped mid-bench ({why})"
             raise RuntimeFailed(self.lost) from None
 
+    def request(self, func: str, name: str, msg: tuple | None = None) -> tuple:
+        """Send `msg` to the board's `func` for runtime `name`; its decoded answer."""
+        answer = self._call(self._funcs[func], name, *(() if msg is None else (wire.encode(msg),)))
+        return wire.decode(answer) if answer is not None else ()
+
     def upload(self, path: Path) -> str:
         """Copy a library to the board; its path there."""
-        self.call(self.sess.upload, str(path), path.name)
-        return str(self.call(self.sess.get_function("tvm.rpc.server.workpath"), path.name))
+        self._call(self.sess.upload, str(path), path.name)
+        return str(self._call(self.sess.get_function("tvm.rpc.server.workpath"), path.name))
 
 
 class BoardRunner(RuntimeClient):
@@ -195,8 +195,7 @@ class BoardRunner(RuntimeClient):
             return ("the board's server is a plain TVM RPC server: run `python -m "
                     "tvmtui.devices.server` there to bench baselines on it")
         library = self.board.upload(self.spec.library) if self.spec.library else None
-        status, text = wire.decode(self.board.call(
-            self.board._open, self.name, wire.encode(spec_message(self.spec, library))))
+        status, text = self.board.request(OPEN, self.name, spec_message(self.spec, library))
         if status != "ready":
             where = "not installed on the board" if "not installed" in text else "on the board"
             return f"{where}: {text}"
@@ -204,7 +203,7 @@ class BoardRunner(RuntimeClient):
         return None
 
     def _ask(self, *msg):
-        status, value = wire.decode(self.board.call(self.board._ask, self.name, wire.encode(msg)))
+        status, value = self.board.request(ASK, self.name, msg)
         if status != "ok":
             raise RuntimeFailed(value)
         return value
@@ -212,7 +211,7 @@ class BoardRunner(RuntimeClient):
     def close(self) -> None:
         if not self.board.lost and self.board.serves_baselines:
             try:
-                self.board.call(self.board._close, self.name)
+                self.board.request(CLOSE, self.name)
             except RuntimeFailed:
                 pass
 

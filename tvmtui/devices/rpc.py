@@ -130,6 +130,9 @@ def check_device(device: Device) -> int:
     return entry["total"]
 
 
+QUEUE_CHECK_S = 5.0  # how often a queued request checks that its key still has servers
+
+
 def _request(host: str, port: int, key: str, session_timeout: float, wait: float):
     """A session on a free server of `key`, waiting at most `wait` seconds in the queue.
     Returns (session, "host:port" of the server, seconds spent waiting)."""
@@ -141,11 +144,7 @@ def _request(host: str, port: int, key: str, session_timeout: float, wait: float
 
     def ask() -> None:
         try:
-            # Fail now when no board can answer, rather than after a minute of connection
-            # retries (tracker gone) or the whole queue wait (no server left under the key).
-            if not tracker_keys(host, port).get(key, {}).get("total"):
-                raise RuntimeError(f"no server is registered under key {key!r} at the tracker "
-                                   f"{host}:{port} any more")
+            _probe(host, port, "RPC tracker")  # gone: fail now, not after a minute of retries
             tracker = rpc.connect_tracker(host, port)
             base.sendjson(tracker._sock, [base.TrackerCode.REQUEST, key, "", 1])
             value = base.recvjson(tracker._sock)
@@ -162,8 +161,21 @@ def _request(host: str, port: int, key: str, session_timeout: float, wait: float
 
     thread = threading.Thread(target=ask, daemon=True)
     thread.start()
-    thread.join(wait)
-    if thread.is_alive():
+    thread.join(min(wait, 0.5))  # a free server answers well within this
+    while thread.is_alive() and time.time() - start < wait:
+        # Still queued: give up at once when no server is left under the key (the tracker
+        # would hold the request for the whole wait), else wait on.
+        try:
+            gone = not tracker_keys(host, port).get(key, {}).get("total")
+        except UserError as exc:
+            box["error"], gone = exc, True
+        if gone:
+            box["abandoned"] = True
+            box.setdefault("error", f"no server is registered under key {key!r} at the tracker "
+                                    f"{host}:{port} any more")
+            break
+        thread.join(min(QUEUE_CHECK_S, max(0.0, wait - (time.time() - start))))
+    if thread.is_alive() and "error" not in box:
         box["abandoned"] = True
         raise RuntimeError(
             f"{QUEUE_TIMEOUT}: waited {wait:.0f} s in the tracker queue for a free '{key}' server"
