@@ -46,12 +46,12 @@ def _target():
     return tvm, tvm.target.Target(local_cpu_target())
 
 
-def _run_variant(model: bytes, shape, variant, tolerance=1e-4):
+def _run_variant(model: bytes, shape, variant, tolerance=1e-4, revision=gv.REWRITE_REVISION):
     tvm, target = _target()
     from tvm import relax
 
-    base = load_relax("onnx", model, {"input": list(shape)})
-    mod, plan = gv.prepare(base, target, variant, tolerance)
+    base = load_relax("onnx", model, {"input": list(shape)}, revision)
+    mod, plan = gv.prepare(base, target, variant, tolerance, revision)
     vm = relax.VirtualMachine(relax.build(mod, target=target), tvm.cpu())
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     got = vm["main"](tvm.runtime.tensor(x)).numpy()
@@ -65,6 +65,10 @@ NETS = {
     "7x7-16-32": ([(32, 3, 1)], (1, 16, 7, 7)),
     "9x11-24-16-12": ([(16, 3, 1), (12, 3, 1)], (1, 24, 9, 11)),
     "stride2-1x1": ([(32, 3, 2), (16, 1, 1), (20, 3, 1)], (1, 16, 13, 13)),
+    # First layers: an RGB input (blocked NCHW1c in, NCHW[x]c out) and DQN's 4-frame
+    # 8x8 stride-4 one (NCHW4c in).
+    "rgb-15x15": ([(16, 3, 2), (24, 3, 1)], (1, 3, 15, 15)),
+    "4ch-8x8s4": ([(16, 8, 4)], (1, 4, 21, 21)),
 }
 
 
@@ -75,16 +79,96 @@ def test_each_variant_matches_onnxruntime(variant, net):
     err, plan = _run_variant(conv_net(layers, shape), shape, variant)
     assert err < 1e-4, (variant, net, err)
     block = gv.vector_block(_target()[1])
-    if variant == "nchwc":  # every layer whose channels divide by the block is blocked
-        cins = [shape[1]] + [c for c, _, _ in layers[:-1]]
-        assert plan.rewritten == sum(
-            ci % block == 0 and co % block == 0 for ci, (co, _, _) in zip(cins, layers))
+    if variant == "nchwc":  # every layer whose output channels divide by the block
+        assert plan.rewritten == sum(co % block == 0 for co, _, _ in layers)
     if variant == "winograd":  # the 3x3 stride-1 layers with >= 16 channels
         cins = [shape[1]] + [c for c, _, _ in layers[:-1]]
         assert plan.rewritten == sum(
             k == 3 and s == 1 and min(ci, co) >= gv.WINOGRAD_MIN_CHANNELS
             for ci, (co, k, s) in zip(cins, layers))
-        assert plan.rewritten >= 1
+        assert plan.rewritten >= 1 or all(k != 3 for _, k, _ in layers)  # 4ch-8x8s4: none
+
+
+def test_sessions_keep_the_rewrite_they_were_tuned_with():
+    """Revision 1 (sessions from before `options.rewrite`) leaves a layer whose input
+    channels do not divide by the block in NCHW, as it was tuned; revision 2 blocks it."""
+    layers, shape = NETS["rgb-15x15"]
+    model = conv_net(layers, shape)
+    _, target = _target()
+    base = load_relax("onnx", model, {"input": list(shape)})
+    block = gv.vector_block(target)
+    old = gv.prepare(base, target, "nchwc", revision=1)[1]
+    new = gv.prepare(base, target, "nchwc", revision=2)[1]
+    assert old.rewritten == sum(ci % block == 0 and co % block == 0
+                                for ci, (co, _, _) in zip([3, 16], layers))
+    assert new.rewritten == old.rewritten + 1
+    assert [gv.input_block(c, 8) for c in (3, 4, 12, 16)] == [1, 4, 4, 8]
+
+
+def relu6_net(shape=(1, 16, 9, 9), seed=0) -> bytes:
+    """Conv -> Clip(0, 6) with shape-(1,) bounds (as exported MobileNets have) -> Conv."""
+    rng = np.random.default_rng(seed)
+    c = shape[1]
+    inits = [numpy_helper.from_array(rng.standard_normal((c, c, 3, 3)).astype(np.float32) * 0.3,
+                                     f"w{i}") for i in range(2)]
+    inits += [numpy_helper.from_array(np.array([v], np.float32), n)
+              for v, n in ((0.0, "lo"), (6.0, "hi"))]
+    nodes = [helper.make_node("Conv", ["input", "w0"], ["c0"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["c0", "lo", "hi"], ["r0"]),
+             helper.make_node("Conv", ["r0", "w1"], ["output"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(
+        nodes, "relu6", [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, shape)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def _activation_transforms(mod) -> int:
+    return sum("R.layout_transform(" in line and "GenericConst" not in line
+               for line in str(mod).splitlines())
+
+
+def test_blocked_layout_passes_through_relu6():
+    """Clip as Relax max/min against 0-d bounds: the blocked graph keeps only its input and
+    output transforms (the stock import's TE clip forced two more around every ReLU6),
+    and still matches ONNX Runtime."""
+    from tvm import relax
+
+    shape = (1, 16, 9, 9)
+    model = relu6_net(shape)
+    err, plan = _run_variant(model, shape, "nchwc")
+    assert err < 1e-4 and plan.rewritten == 2
+    _, target = _target()
+    block = gv.vector_block(target)
+    for revision, transforms in ((2, 2), (1, 4)):
+        base = load_relax("onnx", model, {"input": list(shape)}, revision)
+        plan = gv.Plan("nchwc", "")
+        blocked = relax.transform.ConvertLayout(
+            {}, gv._blocked_layouts(block, plan, revision))(base)
+        assert _activation_transforms(blocked) == transforms, revision
+
+
+def test_tflite_clip_becomes_max_min():
+    from tvm import relax
+
+    from tvmtui.graph.relax_import import clip_as_max_min
+
+    tvm, target = _target()
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 8, 3, 3), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.clip(x, 0, 6))
+        bb.emit_func_output(out)
+    mod = clip_as_max_min(bb.get())
+    assert "R.clip" not in str(mod) and "R.maximum" in str(mod) and "R.minimum" in str(mod)
+    vm = relax.VirtualMachine(relax.build(mod, target=target), tvm.cpu())
+    data = np.linspace(-5, 10, 72, dtype=np.float32).reshape(1, 8, 3, 3)
+    np.testing.assert_array_equal(vm["main"](tvm.runtime.tensor(data)).numpy(),
+                                  np.clip(data, 0, 6))
 
 
 def test_winograd_rejected_per_layer_when_not_accurate_enough():
@@ -227,8 +311,10 @@ def deconv_net(cin, cout, k, stride, pad, in_hw, out_pad=0, seed=0) -> bytes:
 ])
 def test_subpixel_matches_onnxruntime(k, stride, pad, hw, out_pad):
     shape = (1, 8, *hw)
-    err, plan = _run_variant(deconv_net(8, 6, k, stride, pad, hw, out_pad), shape, "subpixel")
-    assert plan.rewritten == 1 and err < 1e-5, err
+    model = deconv_net(8, 6, k, stride, pad, hw, out_pad)
+    for revision in (1, 2):  # NCHW phases (sessions from before), blocked phases
+        err, plan = _run_variant(model, shape, "subpixel", revision=revision)
+        assert plan.rewritten == 1 and err < 1e-5, (revision, err)
 
 
 @pytest.mark.parametrize("name", ["dwconv:D9", "dwconv:D4"])

@@ -2,12 +2,85 @@
 
 from __future__ import annotations
 
+import threading
 
-def model_to_relax(fmt: str, model_bytes: bytes, input_shapes: dict[str, list[int]]):
-    """A session's model (ONNX or TFLite bytes) -> Relax IRModule in inference form."""
+from tvmtui.graph.variants import REWRITE_REVISION
+
+_ONNX_IMPORT = threading.Lock()  # the converter table is swapped during an import
+
+
+def model_to_relax(fmt: str, model_bytes: bytes, input_shapes: dict[str, list[int]],
+                   revision: int = REWRITE_REVISION):
+    """A session's model (ONNX or TFLite bytes) -> Relax IRModule in inference form;
+    `revision` as in `variants.REWRITE_REVISION` (from 2, clips are Relax max/min)."""
     if fmt == "tflite":
-        return tflite_to_relax(model_bytes, input_shapes)
-    return onnx_to_relax(model_bytes, input_shapes)
+        mod = tflite_to_relax(model_bytes, input_shapes)
+        return clip_as_max_min(mod) if revision >= 2 else mod
+    return onnx_to_relax(model_bytes, input_shapes, revision)
+
+
+def clip_as_max_min(mod):
+    """Each float `relax.clip` as maximum then minimum against 0-d constants: ConvertLayout
+    carries a blocked layout through those, not through clip (TFLite's fused RELU6)."""
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class ClipRewriter(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if getattr(call.op, "name", None) != "relax.clip":
+                return call
+            dtype = call.args[0].ty.dtype
+            if not str(dtype).startswith("float"):
+                return call
+            lo, hi = (float(arg.value) for arg in call.args[1:3])
+            out = relax.op.maximum(call.args[0], relax.const(lo, dtype))
+            return relax.op.minimum(out, relax.const(hi, dtype))
+
+    for gvar, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            mod[gvar] = ClipRewriter().visit_expr(func)
+    return mod
+
+
+def _onnx_clip():
+    """ONNX Clip as Relax maximum/minimum. The stock converter emits TE calls (call_tir),
+    which ConvertLayout cannot carry a blocked layout through: MobileNet's NCHW8c graph
+    kept 54 layout transforms around its ReLU6s."""
+    from tvm import relax
+    from tvm.relax.frontend.onnx import onnx_frontend as f
+
+    class Clip(f.Clip):
+        @classmethod
+        def _impl_v1(cls, bb, inputs, attr, params):
+            out, dtype = inputs[0], inputs[0].ty.dtype
+            if "min" in attr:
+                out = bb.emit(relax.op.maximum(out, relax.const(float(attr["min"]), dtype)))
+            if "max" in attr:
+                out = bb.emit(relax.op.minimum(out, relax.const(float(attr["max"]), dtype)))
+            return out
+
+        @classmethod
+        def _impl_v13(cls, bb, inputs, attr, params):
+            out = inputs[0]
+            if inputs[1] is not None:
+                out = bb.emit(relax.op.maximum(out, cls._bound(bb, inputs[1], True)))
+            if inputs[2] is not None:
+                out = bb.emit(relax.op.minimum(out, cls._bound(bb, inputs[2], False)))
+            return out
+
+        @classmethod
+        def _bound(cls, bb, bound, for_min: bool):
+            """A one-element constant bound as a 0-d one (a shape-(1,) operand stops the
+            layout as much as a TE call does); others as the stock converter has them."""
+            value = getattr(bound, "value", None)
+            if hasattr(value, "numpy") and value.numpy().size == 1:
+                number = float(value.numpy().reshape(()))
+                if number == number:  # NaN: unbounded, as the stock converter treats it
+                    return relax.const(number, value.numpy().dtype.name)
+            return cls._sanitize_nan_clip_bound(bb, bound, for_min=for_min)
+
+    return Clip
 
 
 def tflite_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
@@ -56,29 +129,40 @@ def _tflite_converter():
     return Converter
 
 
-def onnx_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
+def onnx_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]],
+                  revision: int = REWRITE_REVISION):
     """ONNX bytes -> Relax IRModule with weights bound as constants, inference form (shape
     and constant subgraphs folded first)."""
     import onnx
     import tvm
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
+    from tvm.relax.frontend.onnx import onnx_frontend as frontend
 
     from tvmtui.graph.normalize import fold_onnx
 
     model = onnx.load_from_string(fold_onnx(model_bytes))
-    mod = from_onnx(model, shape_dict=input_shapes, keep_params_in_input=False)
+    with _ONNX_IMPORT:
+        stock = frontend._get_convert_map
+        if revision >= 2:
+            clip = _onnx_clip()
+            frontend._get_convert_map = lambda: dict(stock(), Clip=clip)
+        try:
+            mod = from_onnx(model, shape_dict=input_shapes, keep_params_in_input=False)
+        finally:
+            frontend._get_convert_map = stock
     return tvm.transform.Sequential(
         [relax.transform.DecomposeOpsForInference(), relax.transform.CanonicalizeBindings()]
     )(mod)
 
 
-def load_relax(fmt: str, model_bytes: bytes, input_shapes: dict[str, list[int]]):
+def load_relax(fmt: str, model_bytes: bytes, input_shapes: dict[str, list[int]],
+               revision: int = REWRITE_REVISION):
     """The graph every variant starts from: imported, with constant subgraphs folded once
     (BatchNorm statistics, weight transposes), so variants see plain constant weights."""
     from tvm import relax
 
-    mod = model_to_relax(fmt, model_bytes, input_shapes)
+    mod = model_to_relax(fmt, model_bytes, input_shapes, revision)
     # Stock FoldConstant compiles a kernel for every folded operator (12 s for MobileNet's
     # BatchNorm statistics); numpy folds the common ones first, to the same constants.
     return relax.transform.FoldConstant()(fold_with_numpy(mod))

@@ -24,7 +24,8 @@ class VariantTasks:
         return "shared" if len(owners) == len(self.plans) else ",".join(owners)
 
 
-def extract_variant_tasks(base, target, variants: list[str], tolerance: float = 1e-4):
+def extract_variant_tasks(base, target, variants: list[str], tolerance: float = 1e-4,
+                          revision: int = gv.REWRITE_REVISION):
     """Extract each variant's tasks from `base` (see `relax_import.load_relax`); a variant
     that changes no layer is dropped (it would only repeat `nchw`)."""
     from tvm_ffi import structural_hash
@@ -33,7 +34,7 @@ def extract_variant_tasks(base, target, variants: list[str], tolerance: float = 
     index: dict[tuple[str, int], int] = {}
     for variant in variants:
         try:
-            mod, plan = gv.prepare(base, target, variant, tolerance)
+            mod, plan = gv.prepare(base, target, variant, tolerance, revision)
             tasks = gv.extract_tasks(mod, target)
         except Exception as exc:  # noqa: BLE001 - a rewrite TVM fails on loses that variant only
             if variant == gv.DEFAULT:
@@ -55,7 +56,7 @@ def extract_variant_tasks(base, target, variants: list[str], tolerance: float = 
                 out.weights.append({})
             out.weights[index[key]][variant] = int(task.weight)
     if not out.plans:  # none of the asked variants applies: tune the stock graph
-        kept = extract_variant_tasks(base, target, [gv.DEFAULT], tolerance)
+        kept = extract_variant_tasks(base, target, [gv.DEFAULT], tolerance, revision)
         kept.skipped = out.skipped + kept.skipped
         return kept
     return out

@@ -5,16 +5,18 @@ A variant is one rewrite of the whole graph; the tuner measures each and keeps t
 - `nchw`: every convolution direct, in NCHW (TVM's stock lowering).
 - `nchwc`: direct convolutions in a channel-blocked layout NCHW[x]c, x = the target's
   float32 vector lanes (16 on AVX-512, 8 on AVX2, 4 on NEON), for every convolution
-  whose channels divide by x; the weights are packed at compile time.
+  whose output channels divide by x (the input of a first layer, 3 or 4 channels, is
+  blocked by what divides them); the weights are packed at compile time.
 - `winograd`: 3x3 stride-1 convolutions as Winograd F(4,3), or F(2,3) where F(4,3) is not
   accurate enough for that layer; the weights are transformed at compile time (float64),
   the input padded to whole tiles and the output cropped (TOPI reads past its padded
   input otherwise). The other convolutions stay as in `nchw`.
-- `subpixel`: strided transposed convolutions as one dense phase convolution plus an
-  interleave (`subpixel.py`), instead of a convolution over a zero-dilated input.
+- `subpixel`: strided transposed convolutions as one dense phase convolution (blocked)
+  plus an interleave (`subpixel.py`), instead of a convolution over a zero-dilated input.
 
-`prepare` must run, with the same variant, before task extraction, export and the bench
-build: then all three compile the same graph and the database's keys match.
+`prepare` must run, with the same variant and rewrite revision, before task extraction,
+export and the bench build: then all three compile the same graph and the database's keys
+match.
 """
 
 from __future__ import annotations
@@ -25,6 +27,15 @@ import numpy as np
 
 VARIANTS = ("nchw", "nchwc", "winograd", "subpixel")
 DEFAULT = "nchw"
+# How `prepare` rewrites, as recorded by each new session (`options.rewrite`): a session
+# is always prepared with the revision it was tuned with, or its database keys would not
+# match. 1: `nchwc` blocks a convolution only when both its channel counts divide by the
+# block. 2: a convolution with few input channels (an RGB input) is blocked too, its
+# input by the largest power of two that divides them (NCHW1c for 3 channels); and at
+# import, clips become Relax maximum/minimum (`relax_import`), which a blocked layout
+# passes through (MobileNet's NCHW8c graph kept 54 layout transforms around its ReLU6s);
+# and `subpixel` runs its phase convolution channel-blocked.
+REWRITE_REVISION = 2
 WINOGRAD_MIN_CHANNELS = 16  # below this the transforms cost more than they save
 
 
@@ -95,8 +106,18 @@ def _conv_info(call) -> tuple[list[int], list[int]] | None:
     return data, weight
 
 
-def _blocked_layouts(block: int, plan: Plan):
-    """ConvertLayout callback: NCHW[block]c for each conv whose channels divide by block."""
+def input_block(channels: int, block: int) -> int:
+    """The largest power of two up to `block` that divides `channels` (1 for RGB)."""
+    inner = block
+    while channels % inner:
+        inner //= 2
+    return inner
+
+
+def _blocked_layouts(block: int, plan: Plan, revision: int):
+    """ConvertLayout callback: NCHW[block]c for each conv whose channels divide by block
+    (from revision 2, also those whose input channels do not: their input is blocked by
+    `input_block`, their output by `block`)."""
 
     def layout_cb(call):
         if call.op.name != "relax.nn.conv2d":
@@ -112,6 +133,11 @@ def _blocked_layouts(block: int, plan: Plan):
                 plan.rewritten += 1
                 kernel = f"OIHW1i{block}o" if depthwise else f"OIHW{block}i{block}o"
                 return {"relax.nn.conv2d": [f"NCHW{block}c", kernel]}
+            if groups == 1 and cout % block == 0 and revision >= 2:
+                inner = input_block(cin, block)
+                plan.rewritten += 1
+                return {"relax.nn.conv2d": [f"NCHW{inner}c", f"OIHW{inner}i{block}o",
+                                            f"NCHW{block}c"]}
             plan.notes.append(
                 f"conv {cin}->{cout} channels stays NCHW: not a multiple of the block {block}")
         return {"relax.nn.conv2d": ["NCHW", "OIHW"]}
@@ -170,8 +196,12 @@ def winograd_matrices(tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def winograd_weight(weight: np.ndarray, tile: int) -> np.ndarray:
     """OIHW 3x3 weights -> (alpha, alpha, CI, CO), transformed in float64."""
     _, _, g = winograd_matrices(tile)
-    u = np.einsum("ek,oikl,nl->enio", g, weight.astype(np.float64), g, optimize=True)
-    return u.astype(np.float32)
+    cout, cin = weight.shape[:2]
+    alpha = g.shape[0]
+    # u[e, n] = sum_kl g[e, k] g[n, l] w[k, l]: one GEMM with kron(g, g) (an einsum over
+    # the three operands took 2.5 s for a 512x512 layer, this ~0.1 s).
+    flat = weight.transpose(2, 3, 1, 0).reshape(9, cin * cout).astype(np.float64)
+    return (np.kron(g, g) @ flat).reshape(alpha, alpha, cin, cout).astype(np.float32)
 
 
 def winograd_error(weight: np.ndarray, hw: tuple[int, int], pads: list[int], tile: int,
@@ -259,8 +289,10 @@ def _winograd_legalizer(plan: Plan, tolerance: float):
     return legalize
 
 
-def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4):
-    """Rewrite `mod` (imported, NCHW) for `variant` and legalize it -> (module, Plan)."""
+def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
+            revision: int = REWRITE_REVISION):
+    """Rewrite `mod` (imported, NCHW) for `variant` and legalize it -> (module, Plan);
+    `revision`: the session's `options.rewrite` (1 for sessions from before it existed)."""
     import tvm
     from tvm import relax
 
@@ -270,7 +302,7 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4):
     if variant == "nchwc":
         from tvmtui.graph.relax_import import fold_with_numpy
 
-        mod = relax.transform.ConvertLayout({}, _blocked_layouts(block, plan))(mod)
+        mod = relax.transform.ConvertLayout({}, _blocked_layouts(block, plan, revision))(mod)
         mod = fold_with_numpy(mod)  # pack the weights now (stock folding compiles each)
         legalize_map["relax.nn.conv2d"] = _legalize_blocked
     elif variant == "winograd":
@@ -280,8 +312,9 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4):
     elif variant == "subpixel":
         from tvmtui.graph import subpixel
 
+        phase_block = block if revision >= 2 else None
         legalize_map["relax.nn.conv2d_transpose"] = (
-            lambda bb, call: subpixel.legalize(bb, call, plan))
+            lambda bb, call: subpixel.legalize(bb, call, plan, phase_block))
     elif variant != "nchw":
         raise ValueError(f"unknown variant {variant!r}")
     with target:

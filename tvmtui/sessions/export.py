@@ -59,14 +59,16 @@ def export_session(session: st.Session, out: Path) -> dict:
 
     target = tvm.target.Target(meta["target"])
     workload = meta["workload"]
+    revision = int((meta.get("options") or {}).get("rewrite", 1))  # as it was tuned
     base = load_relax(
         workload.get("format", "onnx"),
         session.file(st.model_file(workload)).read_bytes(),
         workload["input_shapes"],
+        revision,
     )
     # The variant the worker measured fastest (sessions from before variants: stock).
     variant = meta.get("variant") or gv.DEFAULT
-    mod, plan = gv.prepare(base, target, variant)
+    mod, plan = gv.prepare(base, target, variant, revision=revision)
     database = ms.database.JSONDatabase(
         path_workload=str(session.file(st.WORKLOAD_DB)),
         path_tuning_record=str(session.file(st.RECORD_DB)),

@@ -34,10 +34,12 @@ def create_session(
         fingerprint = this_fingerprint().to_json()
     if budget < 1:
         raise UserError(f"--trials must be at least 1 (got {budget})")
-    from tvmtui.graph.variants import VARIANTS
+    from tvmtui.graph.variants import REWRITE_REVISION, VARIANTS
 
-    # New sessions search every layout/algorithm variant unless told otherwise.
-    options = dict(options, variants=list(options.get("variants") or VARIANTS))
+    # New sessions search every layout/algorithm variant unless told otherwise, rewritten
+    # as this tvmtui does (kept: a later tvmtui prepares the session the same way).
+    options = dict(options, variants=list(options.get("variants") or VARIANTS),
+                   rewrite=REWRITE_REVISION)
     # ... and warm-start from other sessions' records on this chip, re-measured here.
     options.setdefault("reuse", True)
     session = st.Session.create(
