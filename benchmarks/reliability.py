@@ -127,7 +127,9 @@ def board_round(work: Path, what: str, workload: str, trials_per_run: int,
         farm.add_server("rel")
         resumed = tvmtui("resume", what, "--trials", "8", "--json", root=root, timeout=900)
         after = trials(root, what)
-        return {"ok": tune.returncode == 0, "what": what, "state": final.get("state"),
+        # A lost board stops the tune with exit 1 and says so (the budget is not spent).
+        return {"ok": tune.returncode == 1 and bool(final.get("device_lost")), "what": what,
+                "state": final.get("state"),
                 "reason": (final.get("reason") or err.strip()[-200:])[:200],
                 "streamed": len(streamed), "stored": len(stored),
                 "lost": len(streamed) - len({(t["trial"], t.get("shash")) for t in stored}

@@ -103,9 +103,10 @@ def test_a_tracker_gone_mid_tune_stops_it_and_resume_measures_what_never_ran(cli
     cli.wait_for("gone", lambda s: s.count_events("trial") >= 8, timeout=300)
     farm.kill_tracker()
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 1, err  # not a stop the user asked for: scripts must see it
+    assert err.strip().splitlines()[-1].startswith("tvmtui: tuning 'gone' stopped: the device")
     final = cli.json_lines(out)[-1]
-    assert final["state"] == "stopped", final
+    assert final["state"] == "stopped" and final["device_lost"], final
     assert "stopped answering" in final["reason"] and "tvmtui resume gone" in final["reason"]
     trials = _trials(cli, "gone")
     assert len(trials) < 96  # the rest of the budget is kept

@@ -8,6 +8,7 @@ import time
 from tvmtui import fmt
 from tvmtui.commands.common import print_json
 from tvmtui.sessions import store as st
+from tvmtui.tuning import events as ev
 
 TERMINAL = ("finished", "stopped", "failed", "crashed")
 LOW_DISK_BYTES = 16 << 20  # a worker that died with less free than this ran out of disk
@@ -53,6 +54,13 @@ def follow(session: st.Session, as_json: bool, after: int = 0) -> int:
     if status == "failed":
         reason = session.meta().get("error") or "see worker.log"
         print(f"tvmtui: tuning {session.name!r} failed: {reason}", file=sys.stderr)
+        return 1
+    last = None
+    for last in session.iter_events(ev.STATE):  # noqa: B007 - the last one is wanted
+        pass
+    if status == "stopped" and last and last.get("device_lost"):
+        # Not the user's stop: scripts must see that the budget was not spent.
+        print(f"tvmtui: tuning {session.name!r} stopped: {last.get('reason')}", file=sys.stderr)
         return 1
     return 0
 

@@ -31,6 +31,7 @@ class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
         super().__init__(**kwargs)
         self.on_update = on_update
         self.on_samples = on_samples
+        self.trainings = 0
 
     @property
     def trained(self) -> bool:
@@ -48,11 +49,11 @@ class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
             [np.median([float(s) for s in r.run_secs]) if r.run_secs else np.inf for r in results]
         )
         predicted = self.score(context, candidates) if before_trained else None
-        size_before = self.data_size
+        size_before, trainings_before = self.data_size, self.trainings
         start = time.perf_counter()
         super().update(context, candidates, results)
         seconds = time.perf_counter() - start
-        retrained = self.last_train_size == self.data_size and self.data_size > size_before
+        retrained = self.trainings > trainings_before
         metrics = {
             "samples": int(self.data_size),
             "retrained": bool(retrained),
@@ -68,6 +69,16 @@ class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
         self._save_new_samples(context, size_before)
         if self.on_update is not None:
             self.on_update(metrics)
+
+    def _train(self, xs, ys) -> None:
+        """Train only once the warm-up samples exist: before that the model is never asked
+        (its predictions are random), and on a few equal costs (a first batch of one layout
+        transform) XGBoost's early stopping waits thousands of rounds: 10 s per update."""
+        if self.data_size < self.num_warmup_samples:
+            self.last_train_size = 0  # so the first update past the warm-up trains
+            return
+        super()._train(xs, ys)
+        self.trainings += 1
 
     def _training_fit(self) -> dict:
         """RMSE and rank correlation of the retrained booster on its own training data."""
@@ -122,8 +133,9 @@ class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
             for h, (f, c) in groups.items()
         )
         self.data_size = sum(len(c) for _, c in groups.values())
-        self.last_train_size = self.data_size
+        self.last_train_size = 0
         if os.path.exists(booster_path):
+            self.last_train_size = self.data_size
             booster = xgb.Booster()
             booster.load_model(booster_path)
             self.booster = booster

@@ -18,6 +18,7 @@ from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch, PySearch
 from tvm_ffi import structural_hash
 
 MAX_REGENERATE = 4  # batches to draw before deciding the space near the records is used up
+COLD_SAMPLES_PER_TRIAL = 4  # random schedules sampled per candidate of a cold batch
 
 
 @dataclass
@@ -62,9 +63,12 @@ class DedupSearch(PySearchStrategy):
             population_size=population_size, genetic_num_iters=genetic_num_iters
         )
         # With no measured records and an untrained model, evolution only reshuffles random
-        # samples by random scores: the first batch samples the space directly instead.
+        # samples by random scores: the first batch samples the space directly instead, and
+        # samples a few times the batch, not the whole population (sooner first trials).
+        cold_population = min(population_size, COLD_SAMPLES_PER_TRIAL * memory.cold_batch_size)
         self.cold = cold or EvolutionarySearch(
-            population_size=population_size, genetic_num_iters=0
+            population_size=cold_population, genetic_num_iters=0,
+            init_min_unmeasured=min(50, cold_population // 2),
         )
         self.active = self.inner
         self.context = None

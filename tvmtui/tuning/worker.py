@@ -3,6 +3,8 @@
 It extracts MetaSchedule tasks, tunes them, and appends every trial and state change to
 the session store. Everything else (CLI, TUI, replay) reads that store. Started as
 `python -m tvmtui.tuning.worker SESSION_DIR`; it holds the session's lock while it lives.
+The `Tuner` is split by what it does: set-up here, the search loop (`loop.py`), each
+measured batch into events (`recording.py`), records measured again (`warmstart.py`).
 """
 
 from __future__ import annotations
@@ -15,39 +17,18 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-# TVM's own modules are safe to import here: only `tvm.s_tir.tensor_intrin` is expensive,
-# and `import_tvm` decides which of its parts load before anything imports it.
-from tvm.ir.utils import derived_object
-from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
-
-from tvmtui.errors import UserError
 from tvmtui.sessions import store as st
 from tvmtui.sessions.msdb import repair_json_lines
 from tvmtui.tuning import events as ev
+from tvmtui.tuning.control import Control, ControlThread
+from tvmtui.tuning.loop import SearchLoop
+from tvmtui.tuning.recording import ERROR_CHARS, BatchRecording
+from tvmtui.tuning.warmstart import WarmStart
 
 log = logging.getLogger("tvmtui.worker")
-
-ERROR_CHARS = 2000  # error messages are cut to this many characters in events
-
-
-@dataclass
-class Control:
-    """Requests from other processes, shared between the control thread and the tuner."""
-
-    budget: int
-    stop: bool = False
-    stop_reason: str = ""
-    paused: bool = False
-    wake: threading.Condition = field(default_factory=threading.Condition)
-
-    def set(self, **values) -> None:
-        with self.wake:
-            for key, value in values.items():
-                setattr(self, key, value)
-            self.wake.notify_all()
 
 
 @dataclass
@@ -61,44 +42,7 @@ class TaskState:
     failed: str | None = None  # why MetaSchedule cannot search it (it keeps the default)
 
 
-class ControlThread(threading.Thread):
-    """Polls the session's control table and beats a heartbeat into its metadata."""
-
-    def __init__(self, session_path: Path, control: Control, after: int):
-        super().__init__(daemon=True, name="tvmtui-control")
-        self.session = st.Session.open(session_path.parent, session_path.name)
-        self.control = control
-        self.after = after
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        last_beat = 0.0
-        while not self.done.wait(0.25):
-            try:
-                for cid, command, arg in self.session.commands(self.after):
-                    self.after = cid
-                    self.apply(command, arg)
-                now = time.time()
-                if now - last_beat >= 2.0:
-                    self.session.set_meta(heartbeat=now)
-                    last_beat = now
-            except Exception:  # noqa: BLE001 - a busy database must not kill the worker
-                log.exception("control thread")
-
-    def apply(self, command: str, arg) -> None:
-        c = self.control
-        if command == "pause":
-            c.set(paused=True)
-        elif command == "resume":
-            c.set(paused=False)
-        elif command == "stop":
-            c.set(stop=True, stop_reason=arg or "stopped by user", paused=False)
-        elif command == "budget":
-            c.set(budget=int(arg))
-            self.session.set_meta(budget=int(arg))
-
-
-class Tuner:
+class Tuner(SearchLoop, BatchRecording, WarmStart):
     """Owns the MetaSchedule objects of one worker run and turns callbacks into events."""
 
     def __init__(self, session: st.Session, control: Control):
@@ -131,13 +75,18 @@ class Tuner:
         tvm = import_tvm(target_dict)
         from tvm.s_tir import analysis
 
+        self._start_processes()
+
         self.tvm = tvm
         self.target = tvm.target.Target(target_dict)
         workload = self.meta["workload"]
         model_bytes = self.session.file(st.model_file(workload)).read_bytes()
-        base = load_relax(workload.get("format", "onnx"), model_bytes, workload["input_shapes"])
+        revision = int(self.options.get("rewrite", 1))  # as the session was tuned
+        base = load_relax(workload.get("format", "onnx"), model_bytes, workload["input_shapes"],
+                          revision)
         # Sessions from before variants tuned the stock graph only: keep it so on resume.
-        found = extract_variant_tasks(base, self.target, self.options.get("variants", ["nchw"]))
+        found = extract_variant_tasks(base, self.target, self.options.get("variants", ["nchw"]),
+                                      revision=revision)
         if not found.tasks:
             raise RuntimeError("the model has no operators MetaSchedule can tune")
         infos = [
@@ -192,23 +141,16 @@ class Tuner:
     def make_parts(self):
         from tvm.s_tir import meta_schedule as ms
 
-        from tvmtui.devices.local import cpu_count
-        from tvmtui.tuning.builder import PersistentBuilder
         from tvmtui.tuning.cost_model import TrackedXGBModel
 
         cores = int(self.meta["target"].get("num-cores", 1))
-        self.builder = PersistentBuilder(
-            max_workers=cpu_count(), timeout_sec=float(self.options.get("build_timeout", 60))
-        )
-        evaluator = ms.runner.EvaluatorConfig(
-            number=1, repeat=3, min_repeat_ms=25, enable_cpu_cache_flush=False
-        )
-        run_timeout = float(self.options.get("run_timeout", 30))
         device = self.meta.get("device") or {"kind": "local"}
-        if device.get("kind", "local") in ("local", "cuda"):
-            self.runner = ms.runner.LocalRunner(timeout_sec=run_timeout, evaluator_config=evaluator)
+        if self._runner_thread is not None:
+            self._runner_thread.join()
         else:
-            self.runner = self._rpc_runner(device, evaluator, run_timeout)
+            self.runner = self._rpc_runner(device, self._evaluator(), self._run_timeout())
+        if self.runner is None:
+            raise RuntimeError("the local runner did not start (see the worker log)")
         for name in (st.WORKLOAD_DB, st.RECORD_DB):
             dropped = repair_json_lines(self.session.file(name))
             if dropped:
@@ -247,30 +189,41 @@ class Tuner:
             share = int(self.meta["budget"]) // len(self.tasks)
             self.memory.cold_batch_size = max(2, min(16, share))
 
-    def _known_from_database(self) -> None:
-        """Schedules in the database count as measured even without a trial event: a kill
-        between MetaSchedule's AddToDatabase and the event leaves such records."""
-        from tvm.s_tir import Schedule
+    def _evaluator(self):
+        from tvm.s_tir import meta_schedule as ms
 
-        from tvmtui.tuning.search import module_hash
+        return ms.runner.EvaluatorConfig(
+            number=1, repeat=3, min_repeat_ms=25, enable_cpu_cache_flush=False
+        )
 
-        records = self.database.get_all_tuning_records()
-        if len(records) <= self.ran_before:
-            return  # every record has its event (the usual case): nothing to replay
-        added = 0
-        for record in records:
-            try:
-                sch = Schedule(record.workload.mod)
-                record.trace.apply_to_schedule(sch, remove_postproc=False)
-            except Exception:  # noqa: BLE001 - a record that no longer replays is skipped
-                continue
-            key = module_hash(sch.mod)
-            if key not in self.memory.known:
-                self.memory.known.add(key)
-                added += 1
-        if added:
-            self.emit_notice(f"{added} database record(s) had no trial event (the worker was "
-                             "killed mid-batch): they count as measured and are not measured again")
+    def _run_timeout(self) -> float:
+        return float(self.options.get("run_timeout", 30))
+
+    def _start_processes(self) -> None:
+        """Start the builder's pool and, for the local CPU, the runner's process now: their
+        TVM imports (2-3 s) then overlap the task extraction instead of following it."""
+        from tvm.s_tir import meta_schedule as ms
+
+        from tvmtui.devices.local import cpu_count
+        from tvmtui.tuning.builder import PersistentBuilder
+
+        self.builder = PersistentBuilder(
+            max_workers=cpu_count(), timeout_sec=float(self.options.get("build_timeout", 60))
+        )
+        self.runner, self._runner_thread = None, None
+        if (self.meta.get("device") or {}).get("kind", "local") not in ("local", "cuda"):
+            return  # a board's runner asks its tracker first: made in make_parts
+
+        def start_runner() -> None:
+            try:  # LocalRunner waits for its process to answer a first job
+                self.runner = ms.runner.LocalRunner(timeout_sec=self._run_timeout(),
+                                                    evaluator_config=self._evaluator())
+            except Exception:  # noqa: BLE001 - make_parts reports it
+                log.exception("local runner")
+
+        self._runner_thread = threading.Thread(target=start_runner, daemon=True,
+                                               name="tvmtui-runner-start")
+        self._runner_thread.start()
 
     def _rpc_runner(self, device: dict, evaluator, run_timeout: float):
         """MetaSchedule's RPCRunner over the tracker (one worker per server: a farm of N
@@ -300,495 +253,11 @@ class Tuner:
             f_cleanup=rpc.runner_cleanup,
         )
 
-    def transfer_records(self) -> None:
-        """Re-measure each task's best K records from the other chip on this one; only
-        these re-measured records go into the session's database."""
-        transfer = self.meta.get("transfer") or {}
-        if not transfer.get("pending") or self.transfer_source is None:
-            return
-        k = int(transfer.get("k", 8))
-        source = transfer["from"]
-        self.emit_notice(
-            f"transfer: records were measured on another chip ({source.get('label', source['id'])});"
-            f" re-measuring the best {k} of each task here before trusting any"
-        )
-        # A crash mid-transfer left some tasks re-measured already: not again.
-        done = {i for i, t in enumerate(self.extracted)
-                if self.database.has_workload(t.dispatched[0]) and
-                self.database.get_top_k(self.database.commit_workload(t.dispatched[0]), 1)}
-        self._remeasure(self._open_db(self.transfer_source), k, remeasured=True, skip=done)
-        self.session.set_meta(fingerprint=transfer["to"],
-                              transfer=dict(transfer, pending=False, done=time.time()))
-
-    def reuse_records(self) -> None:
-        """A new session warm-starts from the best records of other sessions on this chip
-        and target with the same tasks (ResNet-18's convolutions are C1-C12): each is
-        measured again here before it counts, and its trial says where it came from."""
-        from tvmtui.sessions.launch import same_chip_sessions
-
-        fingerprint = (self.meta.get("fingerprint") or {}).get("id")
-        if (self.prior_trials or not self.options.get("reuse", False) or not fingerprint
-                or (self.meta.get("transfer") or {}).get("pending")):
-            return
-        root = self.session.path.parent
-        sources = [s.name for s in same_chip_sessions(root, None, self.meta["target"], fingerprint)
-                   if s.name != self.session.name and s.trials]
-        # At most half the budget goes to re-measuring: tuning is still what it is for.
-        k = int(self.options.get("reuse_k", 4))
-        spare = max(0, int(self.meta["budget"]) // 2)
-        used, reused_tasks = 0, set()
-        for name in sources:
-            if self.control.stop or used >= spare:
-                break
-            path = root / name
-            try:
-                db = self._open_db(path / st.RECORD_DB, path / st.WORKLOAD_DB)
-            except Exception:  # noqa: BLE001 - a session being written or broken: skip it
-                continue
-            tasks = self._remeasure(db, min(k, spare - used), reused_from=name,
-                                    skip=reused_tasks, limit=spare - used)
-            used += sum(tasks.values())
-            reused_tasks |= set(tasks)
-            if tasks:
-                self.emit_notice(
-                    f"reuse: {len(tasks)} task(s) warm-started from session {name!r} "
-                    f"({sum(tasks.values())} records measured again here)")
-
-    def _open_db(self, records: Path, workloads: Path | None = None):
-        from tvm.s_tir import meta_schedule as ms
-
-        return ms.database.JSONDatabase(
-            path_workload=str(workloads or self.session.file(st.WORKLOAD_DB)),
-            path_tuning_record=str(records), module_equality="structural",
-        )
-
-    def _remeasure(self, old_db, k: int, remeasured: bool = False, reused_from: str | None = None,
-                   skip: set | None = None, limit: int | None = None) -> dict[int, int]:
-        """Measure the best `k` records `old_db` has for each task on this device, commit
-        those that ran into the session's database; returns task -> records measured."""
-        from tvm.s_tir import Schedule
-        from tvm.s_tir import meta_schedule as ms
-
-        done: dict[int, int] = {}
-        for task_id, task in enumerate(self.extracted):
-            mod = task.dispatched[0]
-            if self.control.stop or (skip and task_id in skip) or not old_db.has_workload(mod):
-                continue
-            left = None if limit is None else limit - sum(done.values())
-            if left is not None and left <= 0:
-                break
-            candidates = []
-            for record in old_db.get_top_k(old_db.commit_workload(mod), min(k, left or k)):
-                sch = Schedule(mod)
-                record.trace.apply_to_schedule(sch, remove_postproc=False)
-                candidates.append(ms.MeasureCandidate(
-                    sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
-            if not candidates:
-                continue
-            self._measure(task_id, candidates, remeasured=remeasured, reused_from=reused_from)
-            done[task_id] = len(candidates)
-        return done
-
-    def _measure(self, task_id: int, candidates, remeasured: bool = False,
-                 reused_from: str | None = None) -> None:
-        """Build and run `candidates` of a task outside the search; those that ran go into
-        the session's database, all become trials."""
-        import shutil
-
-        from tvm.s_tir import meta_schedule as ms
-
-        device_type = "cpu" if self.target.kind.name == "llvm" else self.target.kind.name
-        built = self.builder.build(
-            [ms.builder.BuilderInput(c.sch.mod, self.target) for c in candidates])
-        ok = [i for i, b in enumerate(built) if b.error_msg is None]
-        futures = self.runner.run([
-            ms.runner.RunnerInput(built[i].artifact_path, device_type, candidates[i].args_info)
-            for i in ok])
-        results = [ms.runner.RunnerResult(None, "not built") for _ in candidates]
-        for i, future in zip(ok, futures):
-            results[i] = future.result()
-        workload = self.database.commit_workload(self.extracted[task_id].dispatched[0])
-        for cand, res in zip(candidates, results):
-            if res.run_secs and res.error_msg is None:
-                self.database.commit_tuning_record(ms.database.TuningRecord(
-                    cand.sch.trace, workload, res.run_secs, self.target, cand.args_info))
-        self.record_batch(task_id, candidates, built, results, remeasured=remeasured,
-                          reused_from=reused_from)
-        for b in built:
-            if b.artifact_path:
-                shutil.rmtree(os.path.dirname(b.artifact_path), ignore_errors=True)
-
-    def _device_records(self) -> dict[str, dict]:
-        """The runner hooks' log by artifact path (which server measured it). Lines read
-        are kept until their batch is recorded: with several tasks in flight, another
-        batch's lines can arrive first."""
-        path = self.session.file(st.DEVICE_LOG)
-        if not path.exists():
-            return self.device_seen
-        import json
-
-        with open(path) as fh:
-            fh.seek(self.device_log_offset)
-            lines = fh.readlines()
-            self.device_log_offset = fh.tell()
-        for line in lines:
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("artifact"):
-                self.device_seen[rec["artifact"]] = rec
-        return self.device_seen
-
     def emit_notice(self, message: str) -> None:
         self.session.append(ev.NOTICE, {"message": message})
 
     def _on_model_update(self, metrics: dict) -> None:
         self.pending_model_metrics = metrics
-
-    # ---- the tuning loop -----------------------------------------------------------
-    def tune(self) -> str:
-        """Tune until the budget is spent or a stop is asked; returns the final state."""
-
-        self._cold_pass()
-        failures = 0
-        while not self.control.stop and self.trials_total < self.control.budget:
-            before = self.trials_total
-            self.memory.allowance = self.control.budget - before
-            self.memory.in_flight = 0
-            ids = [i for i, t in enumerate(self.tasks) if not t.failed]
-            if not ids:
-                return ev.FINISHED
-            contexts, weights, ids = self._contexts(ids, before + 7919 * failures)
-            if not contexts:
-                return ev.FINISHED
-            self.retire_losing_variants()
-            try:
-                self._tune_all(contexts, weights, ids)
-            except RuntimeError as exc:
-                # A task whose space cannot be searched fails the whole call: find it and
-                # tune it without the rule at fault, or fail just that task.
-                if self._diagnose(ids):
-                    continue
-                # Otherwise a schedule the search sampled failed to replay ("The block no
-                # longer exists in the IRModule"): seed-dependent, so try another seed.
-                failures += 1
-                if failures > 3:
-                    raise
-                self.emit_notice(f"a search round failed ({_last_line(exc)}); "
-                                 "retrying with another seed")
-                continue
-            if self.trials_total == before and not self.control.stop:
-                return ev.FINISHED  # the search found nothing new to measure
-        return ev.STOPPED if self.control.stop else ev.FINISHED
-
-    def _tune_all(self, contexts, weights, ids: list[int]) -> None:
-        from tvm.s_tir import meta_schedule as ms
-
-        ms.tune_tasks(
-            tasks=contexts,
-            task_weights=weights,
-            work_dir=str(self.session.path),
-            max_trials_global=self.control.budget - self.trials_total,
-            num_trials_per_iter=int(self.options.get("batch", 32)),
-            builder=self.builder,
-            runner=self.runner,
-            database=self.database,
-            cost_model=self.cost_model,
-            measure_callbacks=[
-                ms.measure_callback.AddToDatabase(),
-                ms.measure_callback.UpdateCostModel(),
-                ms.measure_callback.RemoveBuildArtifact(),
-                Recorder(self, task_ids=ids),
-            ],
-            task_scheduler="gradient",
-        )
-
-    def _contexts(self, ids: list[int], before: int):
-        """Tune contexts of the tasks `ids`, each with its own design space; with their
-        weights and the tasks they are."""
-        from tvm.s_tir import meta_schedule as ms
-
-        from tvmtui.tuning.search import DedupSearch, module_hash
-        from tvmtui.tuning.spaces import space_generator
-
-        strategy = DedupSearch(
-            population_size=int(self.options.get("population", 256)),
-            genetic_num_iters=int(self.options.get("genetic_iters", 3)),
-            memory=self.memory,
-            score=self.cost_model.score,
-        )
-        seed = int(self.options.get("seed", 0)) + self.run_index * 1000 + before
-        contexts, weights, kept = [], [], []
-        for i in ids:
-            ctx, weight = ms.relax_integration.extracted_tasks_to_tune_contexts(
-                [self.extracted[i]], work_dir=str(self.session.path),
-                space=space_generator(self.target, self.tasks[i].without), strategy=strategy,
-                num_threads=int(self.meta["target"].get("num-cores", 1)), seed=seed + 31 * i)
-            if ctx:  # an already scheduled function has nothing to tune
-                contexts += ctx
-                weights += weight
-                kept.append(i)
-                self.task_keys[i] = module_hash(ctx[0].mod)
-        return contexts, weights, kept
-
-    def _diagnose(self, ids: list[int]) -> bool:
-        """Check the design space of each task in `ids` not checked yet; a task that needs
-        a rule left out gets it, one nothing fixes is failed. True if any changed."""
-        from tvmtui.tuning.spaces import diagnose
-
-        changed = False
-        for i in ids:
-            task = self.tasks[i]
-            if i in self.diagnosed or task.failed:
-                continue
-            self.diagnosed.add(i)
-            verdict = diagnose(self.extracted[i].dispatched[0], self.target)
-            if verdict.without is None and not verdict.failed:
-                continue
-            changed = True
-            task.without, task.failed = verdict.without, verdict.error
-            self.session.append(ev.TASK_SPACE, dict(verdict.to_json(), task=i,
-                                                    task_name=task.info.name))
-            if verdict.failed:
-                self.emit_notice(f"task {i} ({task.info.name}) cannot be tuned: {verdict.error}; "
-                                 "it keeps TVM's default schedule, the other tasks tune on")
-                self._measure_default(i)
-            else:
-                self.emit_notice(f"task {i} ({task.info.name}): tuned without {verdict.without}, "
-                                 "which broke its design space")
-        return changed
-
-    def _measure_default(self, task_id: int) -> None:
-        """One trial of a failed task's default schedule, so the estimate stays whole."""
-        from tvm.s_tir import Schedule
-        from tvm.s_tir import meta_schedule as ms
-
-        mod = self.extracted[task_id].dispatched[0]
-        sch = Schedule(mod)
-        self._measure(task_id, [ms.MeasureCandidate(
-            sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))])
-
-    def _cold_pass(self) -> None:
-        """A new session's first, sampled batch of each task, one task at a time.
-        MetaSchedule's scheduler sends a batch of every task before it records any: with
-        the variants' 50 ResNet-18 tasks the first trial waited for 50 searches and builds
-        (over 10 minutes); here each task's trials arrive as soon as they are measured."""
-
-        if self.memory.cold_batches <= 0:
-            return  # resumed, or warm-started: there is something to evolve from
-        for index, task in enumerate(self.extracted):
-            left = self.control.budget - self.trials_total
-            if self.control.stop or left <= 0:
-                break
-            if self.tasks[index].failed:
-                continue
-            size = min(left, self.memory.cold_batch_size)
-            self.memory.allowance, self.memory.in_flight = size, 0
-            self.memory.cold_batches = 1
-            contexts, weights, _ = self._contexts([index], self.trials_total)
-            if not contexts:
-                continue
-            had = self.tasks[index].trials
-            try:
-                self._tune_one(index, contexts, weights, size)
-                if self.tasks[index].trials > had or self.control.stop:
-                    continue
-                error = "no candidate passed the postprocessors"  # the search gave up on it
-            except RuntimeError as exc:  # one task's failure is not the session's
-                error = _last_line(exc)
-            if self._diagnose([index]) and not self.tasks[index].failed:
-                contexts, weights, _ = self._contexts([index], self.trials_total + 1)
-                try:
-                    self._tune_one(index, contexts, weights, size)
-                    continue
-                except RuntimeError as exc:
-                    error = _last_line(exc)
-            if not self.tasks[index].failed:
-                self.emit_notice(f"task {index} ({task.task_name}): its first sampled batch "
-                                 f"failed ({error}); the other tasks go on")
-        self.memory.cold_batches = 0
-
-    def _tune_one(self, index: int, contexts, weights, size: int) -> None:
-        from tvm.s_tir import meta_schedule as ms
-
-        ms.tune_tasks(
-            tasks=contexts, task_weights=weights, work_dir=str(self.session.path),
-            max_trials_global=size, num_trials_per_iter=size, builder=self.builder,
-            runner=self.runner, database=self.database, cost_model=self.cost_model,
-            measure_callbacks=[
-                ms.measure_callback.AddToDatabase(),
-                ms.measure_callback.UpdateCostModel(),
-                ms.measure_callback.RemoveBuildArtifact(),
-                Recorder(self, task_ids=[index]),
-            ],
-            task_scheduler="round-robin",
-        )
-
-    # ---- per batch -----------------------------------------------------------------
-    def record_batch(self, task_id, candidates, builder_results, runner_results,
-                     remeasured: bool = False, reused_from: str | None = None) -> None:
-        from tvmtui.tuning.search import module_hash
-
-        task = self.tasks[task_id]
-        self.memory.in_flight = max(0, self.memory.in_flight - len(candidates))
-        out: list[tuple[str, dict]] = []
-        traces: list[tuple[int, str]] = []
-        boards = self._device_records()
-        for cand, bres, rres in zip(candidates, builder_results, runner_results):
-            shash = module_hash(cand.sch.mod)
-            run_s = [float(x) for x in rres.run_secs] if rres.run_secs else None
-            berr, rerr = bres.error_msg, rres.error_msg
-            kind = ev.classify_error(berr, rerr if run_s is None else None)
-            if kind is None and run_s is None:
-                kind, rerr = ev.RUN_ERROR, rerr or "the runner returned no timings"
-            if kind not in ev.NOT_RUN:
-                self.memory.known.add(shash)  # never run (no board): a later round may
-            self.trials_total += 1
-            error = (berr or rerr) if kind else None
-            trial = ev.Trial(
-                task=task_id,
-                task_name=task.info.name,
-                trial=self.trials_total,
-                build_s=self.builder.build_seconds.pop(bres.artifact_path, None)
-                if bres.artifact_path
-                else None,
-                run_s=run_s if kind is None else None,
-                predicted=self.memory.scores.pop(shash, None),
-                error_kind=kind,
-                error=error[:ERROR_CHARS] if error else None,
-                shash=shash,
-                run=self.run_index,
-                device=boards.get(bres.artifact_path or "", {}).get("server"),
-                queue_s=boards.pop(bres.artifact_path or "", {}).get("queue_s"),
-                remeasured=remeasured,
-                variant=task.info.variant,
-                reused_from=reused_from,
-            )
-            out.append((ev.TRIAL, trial.to_json()))
-            traces.append((trial.trial, _trace_text(cand.sch)))
-            previous = task.best_s
-            if self.tally.trial(out[-1][1]) is not None:
-                out.append(
-                    (
-                        ev.TASK_BEST,
-                        {
-                            "task": task_id,
-                            "task_name": task.info.name,
-                            "trial": trial.trial,
-                            "best_s": task.best_s,
-                            "previous_s": previous,
-                            "gflops": task.info.flops / task.best_s / 1e9,
-                        },
-                    )
-                )
-        metrics = self.pending_model_metrics
-        self.pending_model_metrics = None
-        if metrics is not None:
-            out.append((ev.COST_MODEL_UPDATED, dict(metrics, task=task_id)))
-            if metrics.get("retrained"):
-                self.cost_model.save_booster(str(self.session.file(st.COST_MODEL_FILE)))
-        from tvmtui.tuning.estimate import choose
-
-        per_variant = self.estimates()
-        variant, estimate = choose(per_variant)
-        out.append(
-            (
-                ev.ROUND_DONE,
-                {
-                    "task": task_id,
-                    "variant": variant,
-                    "variants_ms": per_variant,
-                    "batch": len(candidates),
-                    "trials": self.trials_total,
-                    "budget": self.control.budget,
-                    "best_ms": estimate,
-                    "build_timeout_lost_s": self.builder.timeout_seconds_lost,
-                    "search_s": round(self.memory.search_s, 3),
-                    "skipped_measured": self.memory.skipped,
-                    "build_wall_s": round(self.builder.last_batch_s, 3),
-                    "run_wall_s": round(time.perf_counter() - self.builder.last_batch_end, 3),
-                    "elapsed_s": time.time() - self.started,
-                },
-            )
-        )
-        self.session.append_many(
-            out, meta={"trials": self.trials_total, "best_ms": estimate, "variant": variant},
-            traces=traces
-        )
-        self.retire_losing_variants()
-        kinds = {event["error_kind"] for name, event in out if name == ev.TRIAL}
-        if kinds == {ev.DEVICE_LOST}:
-            self._stop_if_unreachable()
-        self._obey()
-
-    def _stop_if_unreachable(self) -> None:
-        """A batch that lost the device on every candidate: when the board (or its tracker)
-        no longer answers, stop rather than spend the budget on trials that cannot run."""
-        from tvmtui.devices import rpc
-
-        device = self.meta.get("device") or {}
-        if device.get("kind") not in ("tracker", "rpc"):
-            return
-        try:
-            rpc.check_device(rpc.Device(**device))
-        except (UserError, OSError, RuntimeError) as exc:
-            reason = (f"the device stopped answering ({exc}); nothing is lost: "
-                      f"`tvmtui resume {self.session.name}` when it is back")
-            self.emit_notice(reason[:ERROR_CHARS])
-            self.control.set(stop=True, stop_reason=reason[:ERROR_CHARS])
-
-    def estimates(self) -> dict[str, float | None]:
-        """End-to-end estimate (ms) of each variant, once each of its tasks has a best."""
-        from tvmtui.tuning.estimate import variant_estimates
-
-        return variant_estimates((t.info.weights, t.best_s) for t in self.tasks)
-
-    def retire_losing_variants(self) -> None:
-        """Stop tuning the tasks only clearly slower variants run (a bandit over variants:
-        trials go to the variants still in the race)."""
-        from tvmtui.tuning.estimate import losing_variants
-
-        if not self.task_keys:
-            return
-        min_trials: dict[str, int] = {}
-        for t in self.tasks:
-            if t.info.flops > 0:
-                for v in t.info.weights:
-                    min_trials[v] = min(min_trials.get(v, t.trials), t.trials)
-        labels = {v: p.get("label", v) for v, p in self.plans.items()}
-        losing = losing_variants(self.estimates(), min_trials, labels)
-        for variant, why in losing.items():
-            if variant in self.retired_variants:
-                continue
-            self.retired_variants.add(variant)
-            label = self.plans.get(variant, {}).get("label", variant)
-            self.emit_notice(f"variants: {label} gets no more trials ({why})")
-        for i, task in enumerate(self.tasks):
-            if i in self.task_keys and set(task.info.weights) <= self.retired_variants:
-                self.memory.retired.add(self.task_keys[i])
-
-    def estimate_ms(self) -> float | None:
-        """The session's estimate: that of the fastest complete variant."""
-        from tvmtui.tuning.estimate import choose
-
-        return choose(self.estimates())[1]
-
-    def _obey(self) -> None:
-        """Apply pause / stop / budget between batches (the only safe point)."""
-        c = self.control
-        if c.paused and not c.stop:
-            self.set_state(ev.PAUSED, "paused by user")
-            with c.wake:
-                while c.paused and not c.stop:
-                    c.wake.wait(1.0)
-            if not c.stop:
-                self.set_state(ev.RESUMED, "resumed by user")
-                self.set_state(ev.RUNNING, "")
-        # Never terminate tasks from here: the scheduler may terminate the same task right
-        # after this callback. An exhausted allowance makes the search end them instead.
-        left = c.budget - self.trials_total - self.memory.in_flight
-        self.memory.allowance = 0 if c.stop else max(0, left)
 
     def set_state(self, state: str, reason: str, **extra) -> None:
         status = {ev.RESUMED: ev.RUNNING}.get(state, state)
@@ -800,32 +269,6 @@ class Tuner:
             obj = getattr(self, part, None)
             if obj is not None:
                 obj.shutdown()
-
-
-def _last_line(exc: Exception) -> str:
-    lines = str(exc).strip().splitlines()
-    return (lines[-1] if lines else type(exc).__name__)[:300]
-
-
-def _trace_text(sch) -> str:
-    try:
-        return "\n".join(str(line) for line in sch.trace.as_python(remove_postproc=False))
-    except Exception as exc:  # noqa: BLE001 - a trace we cannot print must not stop tuning
-        return f"(trace unavailable: {exc})"
-
-
-@derived_object
-class Recorder(PyMeasureCallback):
-    """Turns each measured batch into session events, then obeys control requests."""
-
-    def __init__(self, tuner: Tuner, task_ids: list[int] | None = None):
-        super().__init__()
-        self.tuner = tuner
-        self.task_ids = task_ids  # the session's index of each task of this tuning call
-
-    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
-        index = self.task_ids[task_id] if self.task_ids else task_id
-        self.tuner.record_batch(index, measure_candidates, builder_results, runner_results)
 
 
 def _hold_lock(session_path: Path):
@@ -900,7 +343,9 @@ def run(session_path: Path) -> int:
         reason = control.stop_reason if final == ev.STOPPED else (
             "budget reached" if tuner.trials_total >= control.budget else "search space exhausted"
         )
-        tuner.set_state(final, reason, trials=tuner.trials_total, best_ms=tuner.estimate_ms())
+        lost = {"device_lost": True} if control.device_lost else {}
+        tuner.set_state(final, reason, trials=tuner.trials_total, best_ms=tuner.estimate_ms(),
+                        **lost)
         return 0
     except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded state
         first = str(exc).strip().splitlines()

@@ -1,0 +1,215 @@
+"""The search loop: a cold pass that samples each task once, then MetaSchedule rounds
+over every task still in the race, with a failing task diagnosed rather than fatal.
+Part of the worker's `Tuner`."""
+
+from __future__ import annotations
+
+from tvmtui.tuning import events as ev
+from tvmtui.tuning.recording import Recorder
+
+FIRST_BATCH = 4  # candidates in a new session's first measured batch
+
+
+class SearchLoop:
+    """The `Tuner`'s tuning rounds (see `worker.Tuner` for its state)."""
+
+    def tune(self) -> str:
+        """Tune until the budget is spent or a stop is asked; returns the final state."""
+
+        self._cold_pass()
+        failures = 0
+        while not self.control.stop and self.trials_total < self.control.budget:
+            before = self.trials_total
+            self.memory.allowance = self.control.budget - before
+            self.memory.in_flight = 0
+            ids = [i for i, t in enumerate(self.tasks) if not t.failed]
+            if not ids:
+                return ev.FINISHED
+            contexts, weights, ids = self._contexts(ids, before + 7919 * failures)
+            if not contexts:
+                return ev.FINISHED
+            self.retire_losing_variants()
+            try:
+                self._tune_all(contexts, weights, ids)
+            except RuntimeError as exc:
+                # A task whose space cannot be searched fails the whole call: find it and
+                # tune it without the rule at fault, or fail just that task.
+                if self._diagnose(ids):
+                    continue
+                # Otherwise a schedule the search sampled failed to replay ("The block no
+                # longer exists in the IRModule"): seed-dependent, so try another seed.
+                failures += 1
+                if failures > 3:
+                    raise
+                self.emit_notice(f"a search round failed ({last_line(exc)}); "
+                                 "retrying with another seed")
+                continue
+            if self.trials_total == before and not self.control.stop:
+                return ev.FINISHED  # the search found nothing new to measure
+        return ev.STOPPED if self.control.stop else ev.FINISHED
+
+    def _tune_all(self, contexts, weights, ids: list[int]) -> None:
+        from tvm.s_tir import meta_schedule as ms
+
+        ms.tune_tasks(
+            tasks=contexts,
+            task_weights=weights,
+            work_dir=str(self.session.path),
+            max_trials_global=self.control.budget - self.trials_total,
+            num_trials_per_iter=int(self.options.get("batch", 32)),
+            builder=self.builder,
+            runner=self.runner,
+            database=self.database,
+            cost_model=self.cost_model,
+            measure_callbacks=[
+                ms.measure_callback.AddToDatabase(),
+                ms.measure_callback.UpdateCostModel(),
+                ms.measure_callback.RemoveBuildArtifact(),
+                Recorder(self, task_ids=ids),
+            ],
+            task_scheduler="gradient",
+        )
+
+    def _contexts(self, ids: list[int], before: int):
+        """Tune contexts of the tasks `ids`, each with its own design space; with their
+        weights and the tasks they are."""
+        from tvm.s_tir import meta_schedule as ms
+
+        from tvmtui.tuning.search import DedupSearch, module_hash
+        from tvmtui.tuning.spaces import space_generator
+
+        strategy = DedupSearch(
+            population_size=int(self.options.get("population", 256)),
+            genetic_num_iters=int(self.options.get("genetic_iters", 3)),
+            memory=self.memory,
+            score=self.cost_model.score,
+        )
+        seed = int(self.options.get("seed", 0)) + self.run_index * 1000 + before
+        contexts, weights, kept = [], [], []
+        for i in ids:
+            ctx, weight = ms.relax_integration.extracted_tasks_to_tune_contexts(
+                [self.extracted[i]], work_dir=str(self.session.path),
+                space=space_generator(self.target, self.tasks[i].without), strategy=strategy,
+                num_threads=int(self.meta["target"].get("num-cores", 1)), seed=seed + 31 * i)
+            if ctx:  # an already scheduled function has nothing to tune
+                contexts += ctx
+                weights += weight
+                kept.append(i)
+                self.task_keys[i] = module_hash(ctx[0].mod)
+        return contexts, weights, kept
+
+    def _diagnose(self, ids: list[int]) -> bool:
+        """Check the design space of each task in `ids` not checked yet; a task that needs
+        a rule left out gets it, one nothing fixes is failed. True if any changed."""
+        from tvmtui.tuning.spaces import diagnose
+
+        changed = False
+        for i in ids:
+            task = self.tasks[i]
+            if i in self.diagnosed or task.failed:
+                continue
+            self.diagnosed.add(i)
+            verdict = diagnose(self.extracted[i].dispatched[0], self.target)
+            if verdict.without is None and not verdict.failed:
+                continue
+            changed = True
+            task.without, task.failed = verdict.without, verdict.error
+            self.session.append(ev.TASK_SPACE, dict(verdict.to_json(), task=i,
+                                                    task_name=task.info.name))
+            if verdict.failed:
+                self.emit_notice(f"task {i} ({task.info.name}) cannot be tuned: {verdict.error}; "
+                                 "it keeps TVM's default schedule, the other tasks tune on")
+                self._measure_default(i)
+            else:
+                self.emit_notice(f"task {i} ({task.info.name}): tuned without {verdict.without}, "
+                                 "which broke its design space")
+        return changed
+
+    def _cold_pass(self) -> None:
+        """A new session's first, sampled batch of each task, one task at a time.
+        MetaSchedule's scheduler sends a batch of every task before it records any: with
+        the variants' 50 ResNet-18 tasks the first trial waited for 50 searches and builds
+        (over 10 minutes); here each task's trials arrive as soon as they are measured."""
+
+        if self.memory.cold_batches <= 0:
+            return  # resumed, or warm-started: there is something to evolve from
+        for index, size in self._cold_batches():
+            task = self.extracted[index]
+            left = self.control.budget - self.trials_total
+            if self.control.stop or left <= 0:
+                break
+            if self.tasks[index].failed:
+                continue
+            size = min(left, size)
+            self.memory.allowance, self.memory.in_flight = size, 0
+            self.memory.cold_batches = 1
+            contexts, weights, _ = self._contexts([index], self.trials_total)
+            if not contexts:
+                continue
+            had = self.tasks[index].trials
+            try:
+                self._tune_one(index, contexts, weights, size)
+                if self.tasks[index].trials > had or self.control.stop:
+                    continue
+                error = "no candidate passed the postprocessors"  # the search gave up on it
+            except RuntimeError as exc:  # one task's failure is not the session's
+                error = last_line(exc)
+            if self._diagnose([index]) and not self.tasks[index].failed:
+                contexts, weights, _ = self._contexts([index], self.trials_total + 1)
+                try:
+                    self._tune_one(index, contexts, weights, size)
+                    continue
+                except RuntimeError as exc:
+                    error = last_line(exc)
+            if not self.tasks[index].failed:
+                self.emit_notice(f"task {index} ({task.task_name}): its first sampled batch "
+                                 f"failed ({error}); the other tasks go on")
+        self.memory.cold_batches = 0
+
+    def _cold_batches(self) -> list[tuple[int, int]]:
+        """(task, batch size) of the cold pass: cheapest tasks first, and the very first
+        batch a few candidates only, so the screen shows a measured trial within seconds
+        of the tasks (a first batch of 16 random C12 schedules took 12 s to build and run)."""
+        order = sorted(range(len(self.tasks)), key=lambda i: self.tasks[i].info.flops)
+        size = self.memory.cold_batch_size
+        batches = [(i, size) for i in order]
+        if batches and size > FIRST_BATCH:
+            batches[:1] = [(order[0], FIRST_BATCH), (order[0], size - FIRST_BATCH)]
+        return batches
+
+    def _tune_one(self, index: int, contexts, weights, size: int) -> None:
+        from tvm.s_tir import meta_schedule as ms
+
+        ms.tune_tasks(
+            tasks=contexts, task_weights=weights, work_dir=str(self.session.path),
+            max_trials_global=size, num_trials_per_iter=size, builder=self.builder,
+            runner=self.runner, database=self.database, cost_model=self.cost_model,
+            measure_callbacks=[
+                ms.measure_callback.AddToDatabase(),
+                ms.measure_callback.UpdateCostModel(),
+                ms.measure_callback.RemoveBuildArtifact(),
+                Recorder(self, task_ids=[index]),
+            ],
+            task_scheduler="round-robin",
+        )
+
+    def _obey(self) -> None:
+        """Apply pause / stop / budget between batches (the only safe point)."""
+        c = self.control
+        if c.paused and not c.stop:
+            self.set_state(ev.PAUSED, "paused by user")
+            with c.wake:
+                while c.paused and not c.stop:
+                    c.wake.wait(1.0)
+            if not c.stop:
+                self.set_state(ev.RESUMED, "resumed by user")
+                self.set_state(ev.RUNNING, "")
+        # Never terminate tasks from here: the scheduler may terminate the same task right
+        # after this callback. An exhausted allowance makes the search end them instead.
+        left = c.budget - self.trials_total - self.memory.in_flight
+        self.memory.allowance = 0 if c.stop else max(0, left)
+
+
+def last_line(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines()
+    return (lines[-1] if lines else type(exc).__name__)[:300]
