@@ -103,7 +103,8 @@ def first_trial(workload: str, work: Path) -> dict:
             row["tasks_s"], row["tasks"] = e["t"] - start, len(e["tasks"])
             row["variants"] = list(e.get("variants", {}))
         elif e["event"] == "trial":
-            row["first_trial_s"] = e["t"] - start
+            # The cold pass starts with the cheapest task: say which one it measured.
+            row["first_trial_s"], row["first_task"] = e["t"] - start, e["task_name"]
             subprocess.run([sys.executable, "-m", "tvmtui", "stop", name, "--sessions-dir",
                             str(work)], capture_output=True)
             break
@@ -192,11 +193,15 @@ def main() -> None:
     args = ap.parse_args()
     if args.first_trial:
         with tempfile.TemporaryDirectory(prefix="tvmtui-first-") as tmp:
-            rows = [first_trial(w.strip(), Path(tmp)) for w in args.first_trial.split(",")]
-        print(f"{'workload':<12} {'tasks':>5} {'tasks at s':>10} {'first trial s':>13}  variants")
+            # A folder each: no session warm-starts from another's records.
+            rows = [first_trial(w.strip(), Path(tmp) / str(i))
+                    for i, w in enumerate(args.first_trial.split(","))]
+        print(f"{'workload':<12} {'tasks':>5} {'tasks at s':>10} {'first trial s':>13}  "
+              f"{'first task':<24} variants")
         for r in rows:
             print(f"{r['workload']:<12} {r['tasks']:>5} {r['tasks_s']:>10.1f} "
-                  f"{r['first_trial_s']:>13.1f}  {','.join(r.get('variants', []))}")
+                  f"{r['first_trial_s']:>13.1f}  {r.get('first_task', '-'):<24} "
+                  f"{','.join(r.get('variants', []))}")
         dest = HERE / "results" / "first_trial.json"
         dest.write_text(json.dumps({
             "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "rows": rows,

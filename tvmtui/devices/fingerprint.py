@@ -152,9 +152,9 @@ def versions() -> tuple[str | None, str | None]:
     except PackageNotFoundError:
         tvm_version = None
     try:
-        from tvm.target import codegen
+        from tvmtui.devices.local import llvm_facts
 
-        llvm = str(codegen.llvm_version_major())
+        llvm = llvm_facts()["llvm"]
     except Exception:  # noqa: BLE001 - a TVM built without LLVM
         llvm = None
     return llvm, tvm_version

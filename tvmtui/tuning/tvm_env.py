@@ -5,21 +5,46 @@ from __future__ import annotations
 import sys
 import types
 
-# tensor_intrin submodules an LLVM CPU target never tensorizes with. Importing them costs
-# ~25 s (cuda alone), and MetaSchedule's TuneContext imports the whole package.
-_GPU_ONLY_INTRINSICS = ("cuda", "rocm", "hexagon", "metal")
+# tensor_intrin submodules, of which a target needs at most its own family's. Importing
+# them costs ~25 s (cuda alone), arm_cpu ~1 s, and MetaSchedule's TuneContext imports the
+# whole package: the others are stubbed before it is first imported.
+_FAMILIES = ("cuda", "rocm", "hexagon", "metal", "x86", "arm_cpu", "riscv_cpu")
+_stubbed: set[str] = set()
+
+
+def _needed(target: dict) -> set[str]:
+    """The tensor_intrin submodules `target` can tensorize with."""
+    if target.get("kind") != "llvm":
+        return set(_FAMILIES)
+    import platform
+
+    triple = str(target.get("mtriple") or platform.machine()).lower()
+    if triple.startswith(("aarch64", "arm")):
+        return {"arm_cpu"}
+    if triple.startswith("riscv"):
+        return {"riscv_cpu"}
+    return {"x86"}
 
 
 def import_tvm(target: dict):
-    """Import TVM and the tensor intrinsics `target` can use; return the tvm module."""
-    if target.get("kind") == "llvm":
-        for sub in _GPU_ONLY_INTRINSICS:
+    """Import TVM and the tensor intrinsics `target` can use; return the tvm module. A
+    later call for another target imports the families it needs then."""
+    import importlib
+
+    needed = _needed(target)
+    if "tvm.s_tir.tensor_intrin" not in sys.modules:
+        for sub in set(_FAMILIES) - needed:
             full = f"tvm.s_tir.tensor_intrin.{sub}"
             if full not in sys.modules:
                 sys.modules[full] = types.ModuleType(full)
+                _stubbed.add(sub)
     import tvm
     import tvm.s_tir.tensor_intrin  # noqa: F401  (registers the CPU intrinsics)
 
+    for sub in needed & _stubbed:
+        _stubbed.discard(sub)
+        del sys.modules[f"tvm.s_tir.tensor_intrin.{sub}"]
+        importlib.import_module(f"tvm.s_tir.tensor_intrin.{sub}")
     return tvm
 
 
