@@ -211,6 +211,9 @@ def test_variants_through_tune_resume_show_export(cli, tmp_path):
     assert set(extracted["variants"]) == {"nchw", "nchwc", "winograd"}
     assert any("Sub-pixel: no layer it applies to" in e["message"]
                for e in events if e["event"] == "notice")
+    # A layout transform's one schedule, measured in the first batch of 4, is no failure
+    # of the rest of its cold batch.
+    assert not any("failed" in e["message"] for e in events if e["event"] == "notice")
     by_task = {t["index"]: t["variant"] for t in extracted["tasks"]}
     assert {"nchw", "nchwc", "winograd"} <= set(by_task.values())
     trials = [e for e in events if e["event"] == "trial"]

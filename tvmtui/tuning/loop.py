@@ -149,8 +149,8 @@ class SearchLoop:
             had = self.tasks[index].trials
             try:
                 self._tune_one(index, contexts, weights, size)
-                if self.tasks[index].trials > had or self.control.stop:
-                    continue
+                if self.tasks[index].trials > had or self.control.stop or had:
+                    continue  # (measured before: a small space, e.g. a layout transform's)
                 error = "no candidate passed the postprocessors"  # the search gave up on it
             except RuntimeError as exc:  # one task's failure is not the session's
                 error = last_line(exc)
