@@ -36,6 +36,11 @@ DEFAULT = "nchw"
 # passes through (MobileNet's NCHW8c graph kept 54 layout transforms around its ReLU6s);
 # and `subpixel` runs its phase convolution channel-blocked.
 REWRITE_REVISION = 2
+
+
+def session_revision(meta: dict) -> int:
+    """The rewrite revision a session was tuned with (1 for sessions from before it)."""
+    return int((meta.get("options") or {}).get("rewrite", 1))
 WINOGRAD_MIN_CHANNELS = 16  # below this the transforms cost more than they save
 
 

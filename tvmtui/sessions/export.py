@@ -59,7 +59,7 @@ def export_session(session: st.Session, out: Path) -> dict:
 
     target = tvm.target.Target(meta["target"])
     workload = meta["workload"]
-    revision = int((meta.get("options") or {}).get("rewrite", 1))  # as it was tuned
+    revision = gv.session_revision(meta)  # as it was tuned
     base = load_relax(
         workload.get("format", "onnx"),
         session.file(st.model_file(workload)).read_bytes(),

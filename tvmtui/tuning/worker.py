@@ -69,6 +69,7 @@ class Tuner(SearchLoop, BatchRecording, WarmStart):
     def prepare(self):
         from tvmtui.graph.relax_import import load_relax
         from tvmtui.graph.tasks import extract_variant_tasks
+        from tvmtui.graph.variants import session_revision
         from tvmtui.tuning.tvm_env import import_tvm
 
         target_dict = self.meta["target"]
@@ -81,7 +82,7 @@ class Tuner(SearchLoop, BatchRecording, WarmStart):
         self.target = tvm.target.Target(target_dict)
         workload = self.meta["workload"]
         model_bytes = self.session.file(st.model_file(workload)).read_bytes()
-        revision = int(self.options.get("rewrite", 1))  # as the session was tuned
+        revision = session_revision(self.meta)  # as the session was tuned
         base = load_relax(workload.get("format", "onnx"), model_bytes, workload["input_shapes"],
                           revision)
         # Sessions from before variants tuned the stock graph only: keep it so on resume.
