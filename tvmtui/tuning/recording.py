@@ -98,6 +98,7 @@ class BatchRecording:
                     "build_timeout_lost_s": self.builder.timeout_seconds_lost,
                     "search_s": round(self.memory.search_s, 3),
                     "skipped_measured": self.memory.skipped,
+                    "seeds_measured": self.memory.seeds_sent,
                     "build_wall_s": round(self.builder.last_batch_s, 3),
                     "run_wall_s": round(time.perf_counter() - self.builder.last_batch_end, 3),
                     "elapsed_s": time.time() - self.started,

@@ -34,6 +34,8 @@ class SearchMemory:
     cold_batches: int = 0  # batches to draw without evolution (nothing to evolve from yet)
     cold_batch_size: int = 16  # a small first batch: first results sooner
     retired: set[str] = field(default_factory=set)  # tasks (module hashes) to tune no more
+    seeded: set[str] = field(default_factory=set)  # tasks whose seeds (`seeds.py`) were drawn
+    seeds_sent: int = 0  # candidates of cold batches that were seeds
 
 
 def module_hash(mod) -> str:
@@ -73,6 +75,7 @@ class DedupSearch(PySearchStrategy):
         self.active = self.inner
         self.context = None
         self.key = None
+        self.design_spaces = []
 
     def _initialize_with_tune_context(self, context) -> None:
         self.context = context
@@ -81,6 +84,7 @@ class DedupSearch(PySearchStrategy):
         self.cold._initialize_with_tune_context(context)
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None):
+        self.design_spaces = list(design_spaces)
         for strategy in (self.inner, self.cold):
             strategy.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
 
@@ -105,12 +109,13 @@ class DedupSearch(PySearchStrategy):
             self.active = self.cold
             cap = self.memory.cold_batch_size
             allowance = cap if allowance is None else min(allowance, cap)
+        seeded = self._seeds() if self.active is self.cold else []
         for _ in range(MAX_REGENERATE):
             candidates = self.active.generate_measure_candidates()
-            if candidates is None:
+            if candidates is None and not seeded:
                 return None
             fresh, hashes = [], []
-            for cand in candidates:
+            for cand in [*seeded, *(candidates or [])]:
                 h = module_hash(cand.sch.mod)
                 if h in self.memory.known or h in hashes:
                     self.memory.skipped += 1
@@ -119,6 +124,8 @@ class DedupSearch(PySearchStrategy):
                 hashes.append(h)
             if allowance is not None:
                 fresh, hashes = fresh[:allowance], hashes[:allowance]
+            self.memory.seeds_sent += sum(1 for c in fresh if any(c is x for x in seeded))
+            seeded = []
             if fresh:
                 self.memory.in_flight += len(fresh)
                 if self.memory.allowance is not None:
@@ -128,6 +135,20 @@ class DedupSearch(PySearchStrategy):
                     self.memory.scores.update(zip(hashes, scores))
                 return fresh
         return None
+
+    def _seeds(self) -> list:
+        """This task's register-blocked starting points, the first time it is cold-sampled."""
+        from tvm.s_tir.meta_schedule import MeasureCandidate
+        from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+        from tvmtui.tuning.seeds import seeds
+
+        if self.key in self.memory.seeded or not self.design_spaces:
+            return []
+        self.memory.seeded.add(self.key)
+        postprocs = list(self.context.space_generator.postprocs)
+        return [MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+                for sch in seeds(self.context.mod, self.design_spaces, postprocs)]
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.active.notify_runner_results(measure_candidates, results)

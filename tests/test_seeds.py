@@ -1,0 +1,90 @@
+"""Register-blocked seeds of channel-blocked convolutions: well-formed tilings, schedules
+that compute the convolution, and a cold batch that measures them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tests.test_variants import conv_net
+from tvmtui.tuning import seeds as sd
+
+SHAPES = [  # (n, chunks, oh, ow, lanes, ic, kh, kw): C12, C2, an odd 3x3 map, an RGB input
+    [1, 64, 7, 7, 8, 512, 3, 3], [1, 8, 56, 56, 8, 64, 3, 3], [1, 4, 3, 3, 8, 32, 3, 3],
+    [1, 2, 15, 15, 8, 3, 3, 3], [1, 2, 9, 9, 8, 16, 3, 3],
+]
+
+
+@pytest.mark.parametrize("extents", SHAPES)
+def test_tilings_split_every_loop_exactly(extents):
+    plans = sd.tilings(extents)
+    assert plans
+    for plan in plans:
+        assert [math.prod(t) for t in plan.tiles] == extents
+        chunk_reg, row_reg = plan.tiles[1][-1], plan.tiles[3][-1]
+        assert chunk_reg * row_reg <= sd.REGISTERS
+        assert plan.tiles[4] == (1, 1, 1, extents[4])  # the channel block: the vector lanes
+    assert len(set(plans)) == len(plans)
+
+
+def test_seeds_compute_the_convolution():
+    import tvm
+    from tvm import te, topi
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.tuning.tvm_env import import_tvm
+
+    import_tvm(local_cpu_target())
+    target = tvm.target.Target(local_cpu_target())
+    data = te.placeholder((1, 3, 7, 7, 8), name="data")
+    kernel = te.placeholder((4, 3, 3, 3, 8, 8), name="kernel")
+    with target:
+        out = topi.nn.conv2d_NCHWc(data, kernel, (1, 1), (1, 1), (1, 1), "NCHW8c", "NCHW8c",
+                                   "float32")
+    mod = tvm.IRModule({"main": te.create_prim_func([data, kernel, out])})
+    ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
+                         task_name="conv", num_threads=2)
+    scheds = sd.seeds(mod, ctx.generate_design_space(), list(ctx.space_generator.postprocs))
+    assert 0 < len(scheds) <= sd.MAX_SEEDS
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 3, 7, 7, 8)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3, 8, 8)).astype(np.float32)
+    # Reference: unblock to NCHW / OIHW and convolve in float64.
+    xn = x.transpose(0, 1, 4, 2, 3).reshape(1, 24, 7, 7).astype(np.float64)
+    wn = w.transpose(0, 5, 1, 4, 2, 3).reshape(32, 24, 3, 3).astype(np.float64)
+    xp = np.pad(xn, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((1, 32, 7, 7))
+    for i in range(3):
+        for j in range(3):
+            want += np.einsum("nchw,oc->nohw", xp[:, :, i:i + 7, j:j + 7], wn[:, :, i, j])
+    want = want.reshape(1, 4, 8, 7, 7).transpose(0, 1, 3, 4, 2)
+    for sch in scheds[:3]:
+        lib = tvm.driver.build(sch.mod, target=target)
+        got = tvm.runtime.tensor(np.zeros((1, 4, 7, 7, 8), np.float32))
+        lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w), got)
+        assert np.max(np.abs(got.numpy() - want)) < 1e-3
+
+
+def test_no_seeds_for_other_tasks():
+    import tvm
+    from tvm import te
+
+    a = te.placeholder((16, 16), name="a")
+    b = te.compute((16, 16), lambda i, j: a[i, j] * 2.0, name="double")
+    assert sd.seeds(tvm.IRModule({"main": te.create_prim_func([a, b])}), [], []) == []
+
+
+def test_a_blocked_conv_cold_batch_measures_its_seeds(cli, tmp_path):
+    model = tmp_path / "conv.onnx"
+    model.write_bytes(conv_net([(16, 3, 1)], (1, 16, 9, 9)))
+    run = cli.run("tune", str(model), "--trials", "16", "--session", "s", "--json",
+                  "--variants", "nchwc", "--batch", "8", "--warmup-samples", "8")
+    assert run.returncode == 0, run.stderr
+    events = cli.json_lines(run.stdout)
+    done = [e for e in events if e["event"] == "round_done"][-1]
+    assert done["seeds_measured"] > 0
+    convs = [e for e in events if e["event"] == "trial" and "NCHWc" in e["task_name"]]
+    assert convs and all(e["error_kind"] is None for e in convs[:done["seeds_measured"]])
