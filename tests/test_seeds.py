@@ -61,6 +61,17 @@ def test_seeds_compute_the_convolution():
         for j in range(3):
             want += np.einsum("nchw,oc->nohw", xp[:, :, i:i + 7, j:j + 7], wn[:, :, i, j])
     want = want.reshape(1, 4, 8, 7, 7).transpose(0, 1, 3, 4, 2)
+    # Evolution replays a seed's trace without its postprocessing, with decisions mutated
+    # (here every compute location moved): the trace must say where postprocessing starts.
+    from tvm import s_tir
+
+    for sch in scheds:
+        trace = sch.trace
+        assert "EnterPostproc" in [i.kind.name for i in trace.insts]
+        moved = {i: (0 if i.kind.name == "SampleComputeLocation" else d)
+                 for i, d in trace.decisions.items()}
+        replay = s_tir.Schedule(mod, debug_mask=0)
+        s_tir.schedule.Trace(trace.insts, moved).apply_to_schedule(replay, remove_postproc=True)
     for sch in scheds[:3]:
         lib = tvm.driver.build(sch.mod, target=target)
         got = tvm.runtime.tensor(np.zeros((1, 4, 7, 7, 8), np.float32))
@@ -80,7 +91,7 @@ def test_no_seeds_for_other_tasks():
 def test_a_blocked_conv_cold_batch_measures_its_seeds(cli, tmp_path):
     model = tmp_path / "conv.onnx"
     model.write_bytes(conv_net([(16, 3, 1)], (1, 16, 9, 9)))
-    run = cli.run("tune", str(model), "--trials", "16", "--session", "s", "--json",
+    run = cli.run("tune", str(model), "--trials", "32", "--session", "s", "--json",
                   "--variants", "nchwc", "--batch", "8", "--warmup-samples", "8")
     assert run.returncode == 0, run.stderr
     events = cli.json_lines(run.stdout)

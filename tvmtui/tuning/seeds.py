@@ -79,10 +79,15 @@ def seeds(mod, design_spaces, postprocs) -> list:
         decisions = _decisions(design.trace, name, plan)
         if decisions is None:
             continue
-        insts = design.trace.simplified(remove_postproc=True).insts
         try:
             sch = s_tir.Schedule(mod, debug_mask=0)
-            s_tir.schedule.Trace(insts, decisions).apply_to_schedule(sch, remove_postproc=True)
+            # A design space's trace has no postprocessing; the decisions are keyed by its
+            # own instructions (a simplified copy would have new ones).
+            s_tir.schedule.Trace(design.trace.insts, decisions).apply_to_schedule(
+                sch, remove_postproc=True)
+            # As the search does: what follows is postprocessing, which a replay of this
+            # trace (evolution mutates it) leaves out and redoes.
+            sch.enter_postproc()
             if all(p.apply(sch) for p in postprocs):
                 out.append(sch)
         except Exception:  # noqa: BLE001 - a seed the space rejects is simply not used
