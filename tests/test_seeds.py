@@ -98,4 +98,28 @@ def test_a_blocked_conv_cold_batch_measures_its_seeds(cli, tmp_path):
     done = [e for e in events if e["event"] == "round_done"][-1]
     assert done["seeds_measured"] > 0
     convs = [e for e in events if e["event"] == "trial" and "NCHWc" in e["task_name"]]
-    assert convs and all(e["error_kind"] is None for e in convs[:done["seeds_measured"]])
+    # The seeds are the first of the conv's trials, and say so.
+    assert [e["seed"] for e in convs[:done["seeds_measured"]]] == [True] * done["seeds_measured"]
+    assert not any(e["seed"] for e in convs[done["seeds_measured"]:])
+    assert all(e["error_kind"] is None for e in convs if e["seed"])
+
+    # The app's Trials tab says which trials were seeds.
+    import asyncio
+
+    from tests.test_app import wait_until
+    from tvmtui.tui.app import TvmTuiApp
+    from tvmtui.tui.widgets import TrialStream
+
+    seed_trial = str(next(e["trial"] for e in convs if e["seed"]))
+    plain_trial = str(next(e["trial"] for e in convs if not e["seed"] and not e["error_kind"]))
+
+    async def scenario():
+        app = TvmTuiApp(cli.root, start="live", session="s")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: bool(app.screen.query(TrialStream))
+                             and app.screen.query_one(TrialStream).row_count >= 32, 60, "trials")
+            table = app.screen.query_one(TrialStream)
+            assert str(table.get_cell(seed_trial, "status")) == "ok, seed"
+            assert str(table.get_cell(plain_trial, "status")) == "ok"
+
+    asyncio.run(scenario())

@@ -132,6 +132,8 @@ class TrialStream(DataTable):
                 status = Text(f"ok, reused from {e['reused_from']}", style="cyan")
             elif e.get("remeasured"):
                 status = Text("ok, re-measured", style="cyan")
+            elif e.get("seed"):
+                status = Text("ok, seed", style="cyan")
             else:
                 status = Text("ok")
             self.add_row(

@@ -96,6 +96,7 @@ class Trial:
     remeasured: bool = False  # a record from another chip measured again here (transfer)
     variant: str = "nchw"  # the task's layout/algorithm variant (see TaskInfo.variant)
     reused_from: str | None = None  # another session's record, measured again here (reuse)
+    seed: bool = False  # a register-blocked starting point (`seeds.py`), not a sample
 
     @property
     def latency_s(self) -> float | None:

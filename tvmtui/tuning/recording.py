@@ -56,7 +56,9 @@ class BatchRecording:
                 remeasured=remeasured,
                 variant=task.info.variant,
                 reused_from=reused_from,
+                seed=shash in self.memory.seed_hashes,
             )
+            self.memory.seed_hashes.discard(shash)
             out.append((ev.TRIAL, trial.to_json()))
             traces.append((trial.trial, _trace_text(cand.sch)))
             previous = task.best_s

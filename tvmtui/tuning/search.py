@@ -36,6 +36,7 @@ class SearchMemory:
     retired: set[str] = field(default_factory=set)  # tasks (module hashes) to tune no more
     seeded: set[str] = field(default_factory=set)  # tasks whose seeds (`seeds.py`) were drawn
     seeds_sent: int = 0  # candidates of cold batches that were seeds
+    seed_hashes: set[str] = field(default_factory=set)  # those not yet recorded
 
 
 def module_hash(mod) -> str:
@@ -124,7 +125,9 @@ class DedupSearch(PySearchStrategy):
                 hashes.append(h)
             if allowance is not None:
                 fresh, hashes = fresh[:allowance], hashes[:allowance]
-            self.memory.seeds_sent += sum(1 for c in fresh if any(c is x for x in seeded))
+            sent = [h for c, h in zip(fresh, hashes) if any(c is x for x in seeded)]
+            self.memory.seeds_sent += len(sent)
+            self.memory.seed_hashes.update(sent)
             seeded = []
             if fresh:
                 self.memory.in_flight += len(fresh)
