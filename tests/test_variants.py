@@ -285,6 +285,20 @@ def test_estimates_and_the_variant_bandit():
     assert losing_variants(close, {"nchw": 500, "winograd": 500}) == {}
     assert "no complete estimate" in losing_variants(
         {"nchw": 1.0, "nchwc": None}, {"nchw": 40, "nchwc": 40})["nchwc"]
+    # A variant with a task never measured (ResNet-18's Winograd: one task of 14 had 0
+    # trials after 912) is retired once its measured tasks alone lose.
+    from tvmtui.tuning.estimate import partial_estimates
+
+    parts = partial_estimates([({"winograd": 1}, 0.004, 20), ({"winograd": 1}, None, 0),
+                               ({"nchwc": 1}, 0.0015, 20)])
+    assert parts == {"winograd": (pytest.approx(4.0), 20), "nchwc": (pytest.approx(1.5), 20)}
+    est = {"nchwc": 1.5, "winograd": None}
+    why = losing_variants(est, {"nchwc": 20, "winograd": 0}, partial=parts)["winograd"]
+    assert why.startswith("at least 4.000 ms")
+    assert losing_variants(est, {"nchwc": 20, "winograd": 0},  # measured too little yet
+                           partial={"winograd": (4.0, 15)}) == {}
+    assert losing_variants(est, {"nchwc": 60, "winograd": 0},  # not clearly behind
+                           partial={"winograd": (1.7, 60)}) == {}
 
 
 def deconv_net(cin, cout, k, stride, pad, in_hw, out_pad=0, seed=0) -> bytes:

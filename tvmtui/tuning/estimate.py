@@ -40,11 +40,28 @@ def choose(estimates: dict[str, float | None]) -> tuple[str, float | None]:
 RETIRE_RULES = ((16, 2.0), (48, 1.25))
 
 
+def partial_estimates(tasks: Iterable[tuple[dict[str, int], float | None, int]]
+                      ) -> dict[str, tuple[float, int]]:
+    """(weights, best seconds or None, trials) per task -> per variant, the sum over its
+    measured tasks (a lower bound on its estimate) and the fewest trials of those."""
+    out: dict[str, tuple[float, int]] = {}
+    for weights, best_s, trials in tasks:
+        if best_s is None:
+            continue
+        for variant, weight in weights.items():
+            total, fewest = out.get(variant, (0.0, trials))
+            out[variant] = (total + 1000.0 * weight * best_s, min(fewest, trials))
+    return out
+
+
 def losing_variants(estimates: dict[str, float | None], min_trials: dict[str, int],
-                    labels: dict[str, str] | None = None) -> dict[str, str]:
+                    labels: dict[str, str] | None = None,
+                    partial: dict[str, tuple[float, int]] | None = None) -> dict[str, str]:
     """Variants to stop tuning -> why. `min_trials`: the fewest trials any of a variant's
     computing tasks has had. A variant never complete after 32 trials a task (its
-    candidates keep failing) stops too."""
+    candidates keep failing) stops too, and so does one whose measured tasks alone
+    (`partial`, see partial_estimates) already lose by a retire rule: a task not yet
+    measured must not keep a clearly slower variant in the race."""
     complete = {v: ms for v, ms in estimates.items() if ms is not None}
     if not complete:
         return {}
@@ -54,13 +71,20 @@ def losing_variants(estimates: dict[str, float | None], min_trials: dict[str, in
         n = min_trials.get(variant, 0)
         if variant == best:
             continue
+        name = (labels or {}).get(best, best)
         if ms is None:
             if n >= 32:
                 out[variant] = f"no complete estimate after {n} trials per task"
+                continue
+            lower, n = (partial or {}).get(variant, (0.0, 0))
+            for trials, ratio in RETIRE_RULES:
+                if n >= trials and lower > ratio * complete[best]:
+                    out[variant] = (f"at least {lower:.3f} ms (not every task measured) "
+                                    f"against {name}'s {complete[best]:.3f} ms")
+                    break
             continue
         for trials, ratio in RETIRE_RULES:
             if n >= trials and ms > ratio * complete[best]:
-                name = (labels or {}).get(best, best)
                 out[variant] = f"{ms:.3f} ms against {name}'s {complete[best]:.3f} ms"
                 break
     return out

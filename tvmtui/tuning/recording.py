@@ -164,7 +164,7 @@ class BatchRecording:
     def retire_losing_variants(self) -> None:
         """Stop tuning the tasks only clearly slower variants run (a bandit over variants:
         trials go to the variants still in the race)."""
-        from tvmtui.tuning.estimate import losing_variants
+        from tvmtui.tuning.estimate import losing_variants, partial_estimates
 
         if not self.task_keys:
             return
@@ -174,7 +174,9 @@ class BatchRecording:
                 for v in t.info.weights:
                     min_trials[v] = min(min_trials.get(v, t.trials), t.trials)
         labels = {v: p.get("label", v) for v, p in self.plans.items()}
-        losing = losing_variants(self.estimates(), min_trials, labels)
+        partial = partial_estimates((t.info.weights, t.best_s, t.trials) for t in self.tasks
+                                    if t.info.flops > 0)
+        losing = losing_variants(self.estimates(), min_trials, labels, partial)
         for variant, why in losing.items():
             if variant in self.retired_variants:
                 continue
