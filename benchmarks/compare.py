@@ -202,24 +202,32 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
     def gf(value):
         return f"{value:.0f} ({100 * value / peak:.0f}%)" if value else "-"
 
+    def ms(value):
+        return f"{value:.3f}" if value else "-"
+
     for w in workloads:
         sp = f"{w['speedup_vs_best']:.2f}x" if w["speedup_vs_best"] is not None else "-"
         lines.append(f"| {w['workload']} | {w.get('variant') or '-'} | {w['best_baseline']} | "
                      f"{gf(w['best_gflops'])} | {gf(w['tvm_gflops'])} | {sp} |")
     lines += ["", "## Per layer: the variant that won, and where the time goes", "",
               "GFLOPS of a Winograd or sub-pixel layer count the work that algorithm does, "
-              "not the direct convolution's.", ""]
+              "not the direct convolution's. `best ms` is the layer's fastest trial, "
+              "`confirmed ms` the lowest median of its best 4 records measured 9 more times "
+              "after tuning (the record export builds; `-`: a session from before that step, "
+              "or a layer under 2% of the time).", ""]
     for w in workloads:
         lines.append(f"**{w['workload']}** ({w['trials']} trials, variant {w.get('variant')}):")
         lines.append("")
-        lines.append("| task | variant | weight | best ms | share | GFLOPS | % of peak |")
-        lines.append("|---|---|---|---|---|---|---|")
+        lines.append("| task | variant | weight | best ms | confirmed ms | share | GFLOPS "
+                     "| % of peak |")
+        lines.append("|---|---|---|---|---|---|---|---|")
         rows_ = sorted((t for t in w["tasks"] if t.get("best_ms")), key=lambda t: -(t["share"] or 0))
         for t in rows_[:8]:
             g = t.get("gflops")
             speed = f"{g:.0f} | {100 * g / peak:.0f}%" if g else "- | -"
             lines.append(f"| {t['name']} | {t.get('variant_label', t['variant'])} | {t['weight']} | "
-                         f"{t['best_ms']:.3f} | {100 * (t['share'] or 0):.0f}% | {speed} |")
+                         f"{t['best_ms']:.3f} | {ms(t.get('confirmed_ms'))} | "
+                         f"{100 * (t['share'] or 0):.0f}% | {speed} |")
         lines.append("")
     unavailable = {k: v for w in workloads for k, v in w["unavailable"].items() if k != "tvm-tuned"}
     if unavailable:

@@ -107,9 +107,13 @@ def test_a_blocked_conv_cold_batch_measures_its_seeds(cli, tmp_path):
     import asyncio
 
     from tests.test_app import wait_until
+    from tvmtui import fmt
     from tvmtui.tui.app import TvmTuiApp
-    from tvmtui.tui.widgets import TrialStream
+    from tvmtui.tui.widgets import SummaryBar, TaskTable, TrialStream
 
+    confirmed = {e["task"]: e["confirmed_ms"] for e in events if e["event"] == "confirmed"}
+    final = events[-1]
+    assert final["event"] == "state" and final["confirmed_ms"] > 0 and confirmed
     seed_trial = str(next(e["trial"] for e in convs if e["seed"]))
     plain_trial = str(next(e["trial"] for e in convs if not e["seed"] and not e["error_kind"]))
 
@@ -121,5 +125,12 @@ def test_a_blocked_conv_cold_batch_measures_its_seeds(cli, tmp_path):
             table = app.screen.query_one(TrialStream)
             assert str(table.get_cell(seed_trial, "status")) == "ok, seed"
             assert str(table.get_cell(plain_trial, "status")) == "ok"
+            # The Tasks tab shows each confirmed task's median, measured again at the end.
+            tasks = app.screen.query_one(TaskTable)
+            for task in range(tasks.row_count):
+                shown = str(tasks.get_cell(str(task), "confirmed"))
+                assert shown == (fmt.ms(confirmed[task]) if task in confirmed else "-")
+            assert f"confirmed {fmt.ms(final['confirmed_ms'])} ms" in str(
+                app.screen.query_one(SummaryBar).render())
 
     asyncio.run(scenario())

@@ -44,6 +44,27 @@ def _untuned(workload: str, x: np.ndarray) -> np.ndarray:
     return vm["main"](tvm.runtime.tensor(x)).numpy()
 
 
+def _target(session):
+    import tvm
+
+    return tvm.target.Target(session.meta()["target"])
+
+
+def _task_mod(session):
+    """The one task of a stock-graph single-conv session, as the worker extracted it."""
+    from tvmtui.graph import variants as gv
+    from tvmtui.graph.relax_import import load_relax
+    from tvmtui.sessions.store import model_file
+
+    meta = session.meta()
+    workload = meta["workload"]
+    base = load_relax("onnx", session.file(model_file(workload)).read_bytes(),
+                      workload["input_shapes"], gv.session_revision(meta))
+    mod, _ = gv.prepare(base, _target(session), "nchw", revision=gv.session_revision(meta))
+    (task,) = gv.extract_tasks(mod, _target(session))
+    return task.dispatched[0]
+
+
 def test_tune_resume_export_conv_c12(cli, tmp_path):
     # The stock graph: one task, so numbering and hashes below are exact (variants have
     # their own tests in test_variants.py).
@@ -79,9 +100,32 @@ def test_tune_resume_export_conv_c12(cli, tmp_path):
     # The cost model scored candidates once it had trained on its warm-up samples.
     assert any(t["predicted"] is not None for t in trials[16:])
 
+    # Once done, the conv's best records were measured again and the lowest median kept,
+    # after each run (the first run's pick is stale once the resume tunes on).
+    confirms = list(session.iter_events("confirmed"))
+    assert [c["task"] for c in confirms] == [0, 0]
+    last = confirms[-1]
+    medians = [c["median_ms"] for c in last["candidates"]]
+    assert 2 <= len(medians) <= 4 and all(m and m > 0 for m in medians)
+    assert [c["rank"] for c in last["candidates"]] == list(range(len(medians)))
+    assert last["confirmed_ms"] == min(medians) == medians[last["pick"]]
+    assert all(c["runs"] == 9 for c in last["candidates"])
+    assert session.meta()["confirmed_trials"] == 32
+    finished = [e for e in session.iter_events("state") if e["state"] == "finished"]
+    assert finished[-1]["confirmed_ms"] == pytest.approx(last["confirmed_ms"])
+    # Export compiles with the pick: the database it uses answers with the pick's re-runs.
+    from tvmtui.sessions.msdb import tuned_database
+
+    picked = tuned_database(session).query_tuning_record(
+        _task_mod(session), _target(session), "main")
+    runs = [float(x) for x in picked.run_secs]
+    assert len(runs) == 9 and 1000 * float(np.median(runs)) == pytest.approx(last["confirmed_ms"])
+
     shown = cli.run("sessions", "show", "a", "--json")
     summary = json.loads(shown.stdout)
     assert SUMMARY_KEYS <= summary.keys() and summary["trials"] == 32
+    assert summary["confirmed_ms"] == pytest.approx(last["confirmed_ms"])
+    assert summary["tasks"][0]["confirmed_ms"] == pytest.approx(last["confirmed_ms"])
     assert summary["status"] == "finished" and summary["best_ms"] > 0
     listed = json.loads(cli.run("sessions", "list", "--json").stdout)
     assert [(s["name"], s["bundled"]) for s in listed] == [("a", False), ("demo", True)]
@@ -91,6 +135,7 @@ def test_tune_resume_export_conv_c12(cli, tmp_path):
     exported = cli.run("export", "a", str(out), "--json")
     assert exported.returncode == 0, exported.stderr
     info = json.loads(exported.stdout)
+    assert info["confirmed"] is True
     meta = json.loads((out / "model.json").read_text())
     assert meta["graph_hash"] == summary["graph_hash"] and meta["session"] == "a"
     x = np.random.default_rng(0).standard_normal((1, 512, 7, 7)).astype("float32")

@@ -60,11 +60,15 @@ def tuned_library(session) -> Path:
     record means a new build)."""
     from tvmtui.sessions import store as st
     from tvmtui.sessions.export import export_session
+    from tvmtui.sessions.msdb import confirmed_is_current
 
     records = session.file(st.RECORD_DB)
     data = records.read_bytes() if records.exists() else b""
     meta = session.meta()
     model = session.file(st.model_file(meta["workload"])).read_bytes()
+    confirmed = session.file(st.CONFIRMED_RECORD_DB)
+    if confirmed_is_current(session):
+        data += confirmed.read_bytes()
     key = _build_key(data, model, meta["workload"]["input_shapes"], meta["target"],
                      meta.get("variant") or "nchw")
     path = builds_dir() / f"tuned-{key}.so"

@@ -111,11 +111,13 @@ def cmd_sessions(args) -> int:
                 "variant": view.variant,
                 "variant_label": view.label(view.variant),
                 "variants_ms": view.variants_ms,
+                "confirmed_ms": view.confirmed_ms,
                 "tasks": [
                     {"index": r.index, "name": r.name, "variant": r.variant,
                      "variant_label": view.label(r.variant), "weights": r.weights,
                      "trials": r.trials, "best_ms": r.best_s * 1000 if r.best_s else None,
-                     "gflops": r.gflops, "failed": r.failed, "without": r.without}
+                     "gflops": r.gflops, "failed": r.failed, "without": r.without,
+                     "confirmed_ms": r.confirmed_ms}
                     for r in view.tasks
                 ],
             }

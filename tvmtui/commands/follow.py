@@ -125,11 +125,12 @@ def _render(view, name: str):
     )
     stats = Text(
         f"trials {view.trials}/{view.budget}   end-to-end estimate {fmt.ms(view.best_ms)} ms   "
+        + (f"confirmed {fmt.ms(view.confirmed_ms)} ms   " if view.confirmed_ms else "") +
         f"elapsed {fmt.hms(view.elapsed_s())}   ETA {fmt.hms(view.eta_s())}"
     )
     table = Table(expand=False, pad_edge=False)
-    for col in ("#", "task", "variant", "MFLOP", "weight", "trials", "best ms", "GFLOPS",
-                "errors b/r"):
+    for col in ("#", "task", "variant", "MFLOP", "weight", "trials", "best ms", "confirmed",
+                "GFLOPS", "errors b/r"):
         table.add_column(col, justify="left" if col in ("task", "variant") else "right")
     for row in view.tasks:
         table.add_row(
@@ -140,6 +141,7 @@ def _render(view, name: str):
             str(row.weight),
             str(row.trials),
             fmt.ms(row.best_s * 1000 if row.best_s else None),
+            fmt.ms(row.confirmed_ms),
             f"{row.gflops:.1f}" if row.gflops else "-",
             f"{row.build_errors}/{row.run_errors}",
         )

@@ -8,7 +8,12 @@ from pathlib import Path
 
 from tvmtui.errors import UserError
 from tvmtui.sessions import store as st
-from tvmtui.sessions.msdb import count_records, repair_json_lines
+from tvmtui.sessions.msdb import (
+    confirmed_is_current,
+    count_records,
+    repair_json_lines,
+    tuned_database,
+)
 
 
 def export_session(session: st.Session, out: Path) -> dict:
@@ -55,7 +60,6 @@ def export_session(session: st.Session, out: Path) -> dict:
     from tvmtui.tuning.tvm_env import import_tvm
 
     tvm = import_tvm(meta["target"])
-    from tvm.s_tir import meta_schedule as ms
 
     target = tvm.target.Target(meta["target"])
     workload = meta["workload"]
@@ -69,11 +73,7 @@ def export_session(session: st.Session, out: Path) -> dict:
     # The variant the worker measured fastest (sessions from before variants: stock).
     variant = meta.get("variant") or gv.DEFAULT
     mod, plan = gv.prepare(base, target, variant, revision=revision)
-    database = ms.database.JSONDatabase(
-        path_workload=str(session.file(st.WORKLOAD_DB)),
-        path_tuning_record=str(session.file(st.RECORD_DB)),
-        module_equality="structural",
-    )
+    database = tuned_database(session)
     start = time.time()
     executable = gv.compile_tuned(database, mod, target)
     from tvmtui.devices.cross import export_options
@@ -89,6 +89,8 @@ def export_session(session: st.Session, out: Path) -> dict:
         "best_ms": meta.get("best_ms"),
         "variant": variant,
         "variant_label": plan.label,
+        # Built from the records confirmed by measuring them again after tuning.
+        "confirmed": confirmed_is_current(session),
         "trials": meta.get("trials", 0),
         "versions": meta.get("versions", {}),
         "device": meta.get("device", {"kind": "local"}),

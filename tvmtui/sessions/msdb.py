@@ -60,3 +60,35 @@ def count_records(path: Path) -> int:
     if not path.exists():
         return 0
     return sum(1 for line in path.read_bytes().splitlines() if line.strip())
+
+
+def confirmed_is_current(session) -> bool:
+    """Whether the session's confirmed records (see `tuning/confirm.py`) were picked after
+    its last trial: a resume that tuned on makes them stale until confirmed again."""
+    from tvmtui.sessions import store as st
+
+    meta = session.meta()
+    done = meta.get("confirmed_trials")
+    return (done is not None and int(done) == int(meta.get("trials", 0))
+            and count_records(session.file(st.CONFIRMED_RECORD_DB)) > 0)
+
+
+def tuned_database(session):
+    """The database export and bench compile with: the confirmed records first (where
+    current), then every tuning record."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvmtui.sessions import store as st
+
+    def open_db(workloads: str, records: str):
+        return ms.database.JSONDatabase(
+            path_workload=str(session.file(workloads)),
+            path_tuning_record=str(session.file(records)),
+            module_equality="structural",
+        )
+
+    main = open_db(st.WORKLOAD_DB, st.RECORD_DB)
+    if not confirmed_is_current(session):
+        return main
+    confirmed = open_db(st.CONFIRMED_WORKLOAD_DB, st.CONFIRMED_RECORD_DB)
+    return ms.database.OrderedUnionDatabase(confirmed, main)

@@ -33,6 +33,9 @@ def model_file(workload_meta: dict) -> str:
 WORKLOAD_DB = "database_workload.json"
 RECORD_DB = "database_tuning_record.json"
 COST_MODEL_FILE = "cost_model.json"
+# Each heavy task's record that measured fastest again once tuning was done (confirm.py).
+CONFIRMED_WORKLOAD_DB = "confirmed_workload.json"
+CONFIRMED_RECORD_DB = "confirmed_tuning_record.json"
 WORKER_LOG = "worker.log"
 DEVICE_LOG = "devices.jsonl"  # which board measured which candidate (RPC runner hooks)
 

@@ -29,6 +29,8 @@ class TaskRow:
     weights: dict = field(default_factory=dict)  # variant -> times that variant runs it
     without: str | None = None  # the schedule rule / postprocessor its space leaves out
     failed: str | None = None  # why it cannot be tuned (it runs TVM's default schedule)
+    confirmed_ms: float | None = None  # its best records' lowest median, measured again
+    confirm: dict | None = None  # that `confirmed` event (the candidates and the pick)
 
     @property
     def gflops(self) -> float | None:
@@ -85,6 +87,7 @@ class SessionView:
     budget: int = 0
     trials: int = 0
     best_ms: float | None = None
+    confirmed_ms: float | None = None  # the estimate with the confirmed medians
     tasks: list[TaskRow] = field(default_factory=list)
     variant: str = "nchw"  # the fastest complete variant (what export builds)
     variants_ms: dict = field(default_factory=dict)  # variant -> estimate ms (None: incomplete)
@@ -114,6 +117,9 @@ class SessionView:
             self.run_start_trials = self.trials
             self.state = "starting"
             self.tally.started(e)
+            self.confirmed_ms = None  # a new run tunes on: confirmed again when it is done
+            for row in self.tasks:
+                row.confirmed_ms, row.confirm = None, None
         elif kind == ev.TASKS_EXTRACTED:
             if not self.tasks:
                 infos = [ev.TaskInfo.from_json(t) for t in e["tasks"]]
@@ -145,6 +151,8 @@ class SessionView:
         elif kind == ev.STATE:
             self.state = e["state"]
             self.reason = e.get("reason", "")
+            if e.get("confirmed_ms") is not None:
+                self.confirmed_ms = e["confirmed_ms"]
             if self.state == ev.RESUMED:
                 self.state = ev.RUNNING
         elif kind == ev.NOTICE:
@@ -154,6 +162,9 @@ class SessionView:
             row.without, row.failed = e.get("without"), e.get("error")
         elif kind == ev.BENCH:
             self.bench = e
+        elif kind == ev.CONFIRMED and e["task"] < len(self.tasks):
+            row = self.tasks[e["task"]]
+            row.confirmed_ms, row.confirm = e["confirmed_ms"], e
 
     def label(self, variant: str) -> str:
         """How a variant is shown ("NCHW8c"); streams from before variants named none."""
@@ -172,6 +183,7 @@ class SessionView:
                 "best_ms": r.best_s * 1000 if r.best_s else None,
                 "gflops": r.gflops,
                 "share": r.weights[self.variant] * r.best_s / total if total and r.best_s else None,
+                "confirmed_ms": r.confirmed_ms,
                 "failed": r.failed,
                 "without": r.without,
             }

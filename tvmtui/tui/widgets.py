@@ -43,6 +43,8 @@ class SummaryBar(Static):
         style = STATE_STYLE.get(state, "bold") + " reverse"
         if len(view.variant_labels) > 1 and view.best_ms is not None:
             extra = f"  as {escape(view.label(view.variant))}{extra}"
+        if view.confirmed_ms is not None:
+            extra = f"  confirmed {fmt_ms(view.confirmed_ms)} ms{extra}"
         self.update(
             f"[b]{escape(view.workload or '?')}[/b] @ {escape(target)}  "
             f"[{style}] {state} [/]  {escape(name)}\n"
@@ -65,8 +67,9 @@ def _bound_render_caches(table: DataTable) -> None:
 class TaskTable(DataTable):
     """One row per tuning task."""
 
-    COLUMNS = ("#", "task", "variant", "MFLOP", "wt", "trials", "best ms", "GFLOPS", "share",
-               "err b/r")
+    # "confirmed": the lowest median of the task's best records, measured again after tuning.
+    COLUMNS = ("#", "task", "variant", "MFLOP", "wt", "trials", "best ms", "confirmed", "GFLOPS",
+               "share", "err b/r")
 
     def on_mount(self) -> None:
         _bound_render_caches(self)
@@ -98,6 +101,7 @@ class TaskTable(DataTable):
                 str(weight(row)),
                 str(row.trials),
                 fmt_ms(row.best_s * 1000 if row.best_s else None),
+                fmt_ms(row.confirmed_ms),
                 f"{row.gflops:.1f}" if row.gflops else "-",
                 f"{share:.0%}" if share is not None else "-",
                 f"{row.build_errors}/{row.run_errors}",

@@ -21,6 +21,10 @@ NOTICE = "notice"  # a warning the user should see (e.g. a repaired database)
 # postprocessor (`without`), or failed (`error`: it keeps TVM's default schedule).
 TASK_SPACE = "task_space"
 BENCH = "bench"  # a `tvmtui bench` report (written by the bench process, not the worker)
+# A task's best records measured again after tuning (`confirm.py`): `task`, `variant`,
+# `recorded_best_ms`, `candidates` (rank, recorded_ms, median_ms, runs), `pick`,
+# `confirmed_ms` (the median of the record export and bench build).
+CONFIRMED = "confirmed"
 
 EVENT_NAMES = (
     SESSION_STARTED,
@@ -33,6 +37,7 @@ EVENT_NAMES = (
     NOTICE,
     TASK_SPACE,
     BENCH,
+    CONFIRMED,
 )
 
 # Values of a `state` event's `state` field.

@@ -4,7 +4,8 @@ It extracts MetaSchedule tasks, tunes them, and appends every trial and state ch
 the session store. Everything else (CLI, TUI, replay) reads that store. Started as
 `python -m tvmtui.tuning.worker SESSION_DIR`; it holds the session's lock while it lives.
 The `Tuner` is split by what it does: set-up here, the search loop (`loop.py`), each
-measured batch into events (`recording.py`), records measured again (`warmstart.py`).
+measured batch into events (`recording.py`), records measured again (`warmstart.py`)
+and the best ones confirmed at the end (`confirm.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from tvmtui.sessions import store as st
 from tvmtui.sessions.msdb import repair_json_lines
 from tvmtui.tuning import events as ev
+from tvmtui.tuning.confirm import Confirm
 from tvmtui.tuning.control import Control, ControlThread
 from tvmtui.tuning.loop import SearchLoop
 from tvmtui.tuning.recording import ERROR_CHARS, BatchRecording
@@ -42,7 +44,7 @@ class TaskState:
     failed: str | None = None  # why MetaSchedule cannot search it (it keeps the default)
 
 
-class Tuner(SearchLoop, BatchRecording, WarmStart):
+class Tuner(SearchLoop, BatchRecording, WarmStart, Confirm):
     """Owns the MetaSchedule objects of one worker run and turns callbacks into events."""
 
     def __init__(self, session: st.Session, control: Control):
@@ -345,8 +347,15 @@ def run(session_path: Path) -> int:
             "budget reached" if tuner.trials_total >= control.budget else "search space exhausted"
         )
         lost = {"device_lost": True} if control.device_lost else {}
+        confirmed = {}
+        if final == ev.FINISHED:
+            try:
+                confirmed = {"confirmed_ms": tuner.confirm_best()}
+            except Exception as exc:  # noqa: BLE001 - the tuned records stand without it
+                log.exception("confirm")
+                tuner.emit_notice(f"confirming skipped: {type(exc).__name__}: {exc}"[:ERROR_CHARS])
         tuner.set_state(final, reason, trials=tuner.trials_total, best_ms=tuner.estimate_ms(),
-                        **lost)
+                        **lost, **confirmed)
         return 0
     except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded state
         first = str(exc).strip().splitlines()
