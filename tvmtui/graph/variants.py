@@ -12,7 +12,8 @@ A variant is one rewrite of the whole graph; the tuner measures each and keeps t
   the input padded to whole tiles and the output cropped (TOPI reads past its padded
   input otherwise). The other convolutions stay as in `nchw`.
 - `subpixel`: strided transposed convolutions as one dense phase convolution (blocked)
-  plus an interleave (`subpixel.py`), instead of a convolution over a zero-dilated input.
+  plus an interleave (`subpixel.py`), instead of a convolution over a zero-dilated input;
+  that of a 1x1 input as a matrix-vector product.
 
 `prepare` must run, with the same variant and rewrite revision, before task extraction,
 export and the bench build: then all three compile the same graph and the database's keys
@@ -34,8 +35,9 @@ DEFAULT = "nchw"
 # input by the largest power of two that divides them (NCHW1c for 3 channels); and at
 # import, clips become Relax maximum/minimum (`relax_import`), which a blocked layout
 # passes through (MobileNet's NCHW8c graph kept 54 layout transforms around its ReLU6s);
-# and `subpixel` runs its phase convolution channel-blocked.
-REWRITE_REVISION = 2
+# and `subpixel` runs its phase convolution channel-blocked. 3: `subpixel` turns the
+# transposed convolution of a 1x1 input (DCGAN's first layer) into a matrix-vector product.
+REWRITE_REVISION = 3
 
 
 def session_revision(meta: dict) -> int:
@@ -319,7 +321,7 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
 
         phase_block = block if revision >= 2 else None
         legalize_map["relax.nn.conv2d_transpose"] = (
-            lambda bb, call: subpixel.legalize(bb, call, plan, phase_block))
+            lambda bb, call: subpixel.legalize(bb, call, plan, phase_block, revision >= 3))
     elif variant != "nchw":
         raise ValueError(f"unknown variant {variant!r}")
     with target:
