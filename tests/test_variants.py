@@ -301,6 +301,26 @@ def test_estimates_and_the_variant_bandit():
                            partial={"winograd": (1.7, 60)}) == {}
 
 
+def test_trials_go_to_the_leading_variant_first():
+    from tvmtui.tuning.estimate import (
+        OTHER_VARIANT_WEIGHT,
+        choose,
+        scheduling_order,
+        variant_estimates,
+    )
+
+    tasks = [({"nchw": 1}, 0.005), ({"nchw": 1, "nchwc": 1}, 0.0001),  # e.g. a reshape
+             ({"nchwc": 5}, 0.0012), ({"nchw": 5}, 0.002), ({"nchwc": 1}, 0.003)]
+    leader, _ = choose(variant_estimates(tasks))  # NCHW8c: 9.1 ms against NCHW's 15.1 ms
+    assert leader == "nchwc"
+    order = scheduling_order(tasks, leader)
+    # Its tasks first, by weighted latency (5 x 1.2 ms before 1 x 3 ms, the shared one
+    # last); then those only NCHW runs, weighing a quarter.
+    assert order == [(2, 1.0), (4, 1.0), (1, 1.0), (0, OTHER_VARIANT_WEIGHT),
+                     (3, OTHER_VARIANT_WEIGHT)]
+    assert scheduling_order(tasks, None) == [(i, 1.0) for i in range(5)]
+
+
 def deconv_net(cin, cout, k, stride, pad, in_hw, out_pad=0, seed=0) -> bytes:
     rng = np.random.default_rng(seed)
     w = (0.1 * rng.standard_normal((cin, cout, k, k))).astype(np.float32)

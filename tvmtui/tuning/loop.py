@@ -25,7 +25,7 @@ class SearchLoop:
             ids = [i for i, t in enumerate(self.tasks) if not t.failed]
             if not ids:
                 return ev.FINISHED
-            contexts, weights, ids = self._contexts(ids, before + 7919 * failures)
+            contexts, weights, ids = self._prioritize(*self._contexts(ids, before + 7919 * failures))
             if not contexts:
                 return ev.FINISHED
             self.retire_losing_variants()
@@ -69,6 +69,23 @@ class SearchLoop:
             ],
             task_scheduler="gradient",
         )
+
+    def _prioritize(self, contexts, weights, ids: list[int]):
+        """The tasks in the order, and with the weights, that spend trials on the leading
+        variant first (see `estimate.scheduling_order`)."""
+        from tvmtui.tuning.estimate import choose, scheduling_order
+
+        leader, estimate = choose(self.estimates())
+        order = scheduling_order([(self.tasks[i].info.weights, self.tasks[i].best_s) for i in ids],
+                                 leader if estimate is not None and len(self.plans) > 1 else None)
+        others = sum(1 for _, factor in order if factor != 1.0)
+        if others:
+            label = self.plans.get(leader, {}).get("label", leader)
+            self.emit_notice(f"variants: trials go to {label}'s tasks first (leading at "
+                             f"{estimate:.3f} ms); the {others} task(s) only other variants "
+                             "run weigh a quarter")
+        return ([contexts[k] for k, _ in order], [weights[k] * f for k, f in order],
+                [ids[k] for k, _ in order])
 
     def _contexts(self, ids: list[int], before: int):
         """Tune contexts of the tasks `ids`, each with its own design space; with their
