@@ -4,8 +4,9 @@ with the lowest median kept for export and bench. Part of the worker's `Tuner`.
 A task's best is the minimum over every trial of a mean of 3 runs: on a noisy machine
 the record that drew the luckiest runs wins, not the fastest code (C2's best recorded
 1.39 ms and ran 1.69 ms deployed, while another of its top 5 ran 1.47 ms). Here the top
-`CONFIRM_K` records of each task the chosen variant runs are measured `CONFIRM_ROUNDS`
-times more, interleaved so that a slow spell hits them alike; the lowest median wins.
+`CONFIRM_K` records of each task the chosen variant runs (one with a single record has
+nothing to choose between) are measured `CONFIRM_ROUNDS` times more, interleaved so that
+a slow spell hits them alike; the lowest median wins.
 The winners go into a database of their own (`CONFIRMED_*` files), which export and
 bench consult first (`sessions.msdb.tuned_database`) while no trial came after it.
 """
@@ -88,8 +89,8 @@ class Confirm:
                 sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
             if len(records) == CONFIRM_K:
                 break
-        if not records:
-            return None
+        if len(records) < 2:
+            return None  # nothing to choose between
         runs = self._measure_again(candidates)
         rows = []
         for rank, (record, times) in enumerate(zip(records, runs)):
