@@ -30,7 +30,6 @@ class TaskRow:
     without: str | None = None  # the schedule rule / postprocessor its space leaves out
     failed: str | None = None  # why it cannot be tuned (it runs TVM's default schedule)
     confirmed_ms: float | None = None  # its best records' lowest median, measured again
-    confirm: dict | None = None  # that `confirmed` event (the candidates and the pick)
 
     @property
     def gflops(self) -> float | None:
@@ -119,7 +118,7 @@ class SessionView:
             self.tally.started(e)
             self.confirmed_ms = None  # a new run tunes on: confirmed again when it is done
             for row in self.tasks:
-                row.confirmed_ms, row.confirm = None, None
+                row.confirmed_ms = None
         elif kind == ev.TASKS_EXTRACTED:
             if not self.tasks:
                 infos = [ev.TaskInfo.from_json(t) for t in e["tasks"]]
@@ -163,8 +162,7 @@ class SessionView:
         elif kind == ev.BENCH:
             self.bench = e
         elif kind == ev.CONFIRMED and e["task"] < len(self.tasks):
-            row = self.tasks[e["task"]]
-            row.confirmed_ms, row.confirm = e["confirmed_ms"], e
+            self.tasks[e["task"]].confirmed_ms = e["confirmed_ms"]
 
     def label(self, variant: str) -> str:
         """How a variant is shown ("NCHW8c"); streams from before variants named none."""

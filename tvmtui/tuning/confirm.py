@@ -67,26 +67,24 @@ class Confirm:
     def _confirm_task(self, task_id: int, variant: str, confirmed) -> float | None:
         """Measure one task's top records again; commit and announce the winner, and
         return its median seconds (None when none of them ran)."""
-        from tvm.s_tir import Schedule
         from tvm.s_tir import meta_schedule as ms
 
         from tvmtui.tuning.search import module_hash
+        from tvmtui.tuning.warmstart import record_candidate
 
         mod = self.extracted[task_id].dispatched[0]
         records, candidates, seen = [], [], set()
         for record in self.database.get_top_k(self.database.commit_workload(mod), 2 * CONFIRM_K):
-            sch = Schedule(mod)
             try:
-                record.trace.apply_to_schedule(sch, remove_postproc=False)
+                candidate = record_candidate(mod, record.trace)
             except Exception:  # noqa: BLE001 - a record that no longer replays is skipped
                 continue
-            key = module_hash(sch.mod)
+            key = module_hash(candidate.sch.mod)
             if key in seen:
                 continue  # the same schedule recorded twice (a reuse, a transfer)
             seen.add(key)
             records.append(record)
-            candidates.append(ms.MeasureCandidate(
-                sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+            candidates.append(candidate)
             if len(records) == CONFIRM_K:
                 break
         if len(records) < 2:

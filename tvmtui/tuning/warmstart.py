@@ -11,6 +11,17 @@ from pathlib import Path
 from tvmtui.sessions import store as st
 
 
+def record_candidate(mod, trace):
+    """A database record's schedule of `mod`, as a candidate to measure again."""
+    from tvm.s_tir import Schedule
+    from tvm.s_tir import meta_schedule as ms
+
+    sch = Schedule(mod)
+    trace.apply_to_schedule(sch, remove_postproc=False)
+    return ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod,
+                                                                        remove_preproc=True))
+
+
 class WarmStart:
     """The `Tuner`'s measurements outside the search (see `worker.Tuner` for its state)."""
 
@@ -105,9 +116,6 @@ class WarmStart:
                    skip: set | None = None, limit: int | None = None) -> dict[int, int]:
         """Measure the best `k` records `old_db` has for each task on this device, commit
         those that ran into the session's database; returns task -> records measured."""
-        from tvm.s_tir import Schedule
-        from tvm.s_tir import meta_schedule as ms
-
         done: dict[int, int] = {}
         for task_id, task in enumerate(self.extracted):
             mod = task.dispatched[0]
@@ -116,12 +124,8 @@ class WarmStart:
             left = None if limit is None else limit - sum(done.values())
             if left is not None and left <= 0:
                 break
-            candidates = []
-            for record in old_db.get_top_k(old_db.commit_workload(mod), min(k, left or k)):
-                sch = Schedule(mod)
-                record.trace.apply_to_schedule(sch, remove_postproc=False)
-                candidates.append(ms.MeasureCandidate(
-                    sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)))
+            candidates = [record_candidate(mod, record.trace) for record in
+                          old_db.get_top_k(old_db.commit_workload(mod), min(k, left or k))]
             if not candidates:
                 continue
             self._measure(task_id, candidates, remeasured=remeasured, reused_from=reused_from)
