@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tvmtui.graph import variants as gv
 from tvmtui.graph.relax_import import load_relax
+from tvmtui.graph.winograd import MIN_CHANNELS, winograd_error
 
 
 def conv_net(layers, in_shape, seed=0) -> bytes:
@@ -84,7 +85,7 @@ def test_each_variant_matches_onnxruntime(variant, net):
     if variant == "winograd":  # the 3x3 stride-1 layers with >= 16 channels
         cins = [shape[1]] + [c for c, _, _ in layers[:-1]]
         assert plan.rewritten == sum(
-            k == 3 and s == 1 and min(ci, co) >= gv.WINOGRAD_MIN_CHANNELS
+            k == 3 and s == 1 and min(ci, co) >= MIN_CHANNELS
             for ci, (co, k, s) in zip(cins, layers))
         assert plan.rewritten >= 1 or all(k != 3 for _, k, _ in layers)  # 4ch-8x8s4: none
 
@@ -183,8 +184,8 @@ def test_winograd_rejected_per_layer_when_not_accurate_enough():
 def test_winograd_error_model_tracks_the_tile():
     rng = np.random.default_rng(0)
     w = (rng.standard_normal((32, 32, 3, 3)) * 0.08).astype(np.float32)
-    e4 = gv.winograd_error(w, (14, 14), [1, 1, 1, 1], 4)
-    e2 = gv.winograd_error(w, (14, 14), [1, 1, 1, 1], 2)
+    e4 = winograd_error(w, (14, 14), [1, 1, 1, 1], 4)
+    e2 = winograd_error(w, (14, 14), [1, 1, 1, 1], 2)
     assert 0 < e2 < e4 < 1e-4
 
 

@@ -7,10 +7,12 @@ A variant is one rewrite of the whole graph; the tuner measures each and keeps t
   float32 vector lanes (16 on AVX-512, 8 on AVX2, 4 on NEON), for every convolution
   whose output channels divide by x (the input of a first layer, 3 or 4 channels, is
   blocked by what divides them); the weights are packed at compile time.
-- `winograd`: 3x3 stride-1 convolutions as Winograd F(4,3), or F(2,3) where F(4,3) is not
-  accurate enough for that layer; the weights are transformed at compile time (float64),
-  the input padded to whole tiles and the output cropped (TOPI reads past its padded
-  input otherwise). The other convolutions stay as in `nchw`.
+- `winograd`: the graph blocked as in `nchwc`, and its 3x3 stride-1 convolutions as
+  Winograd F(4,3), or F(2,3) where F(4,3) is not accurate enough for that layer, in the
+  same blocked layout (`winograd.py`; a layer whose channels the block does not divide
+  stays NCHW and runs TOPI's NCHW Winograd); the weights are transformed at compile time
+  (float64). Sessions from before revision 4 ran Winograd in NCHW (TOPI's, padded to
+  whole tiles and cropped) and left the other convolutions as in `nchw`.
 - `subpixel`: strided transposed convolutions as one dense phase convolution (blocked)
   plus an interleave (`subpixel.py`), instead of a convolution over a zero-dilated input;
   that of a 1x1 input as a matrix-vector product.
@@ -24,8 +26,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
 VARIANTS = ("nchw", "nchwc", "winograd", "subpixel")
 DEFAULT = "nchw"
 # How `prepare` rewrites, as recorded by each new session (`options.rewrite`): a session
@@ -37,13 +37,15 @@ DEFAULT = "nchw"
 # passes through (MobileNet's NCHW8c graph kept 54 layout transforms around its ReLU6s);
 # and `subpixel` runs its phase convolution channel-blocked. 3: `subpixel` turns the
 # transposed convolution of a 1x1 input (DCGAN's first layer) into a matrix-vector product.
-REWRITE_REVISION = 3
+# 4: `winograd` blocks the graph as `nchwc` does and runs Winograd in that layout.
+REWRITE_REVISION = 4
+
+
 
 
 def session_revision(meta: dict) -> int:
     """The rewrite revision a session was tuned with (1 for sessions from before it)."""
     return int((meta.get("options") or {}).get("rewrite", 1))
-WINOGRAD_MIN_CHANNELS = 16  # below this the transforms cost more than they save
 
 
 @dataclass
@@ -192,108 +194,15 @@ def _depthwise_nchwc(data, kernel, strides, padding, dilation, out_dtype):
         name="depthwise_conv2d_NCHWc")
 
 
-def winograd_matrices(tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A, B, G of Winograd F(tile, 3) in float64 (TVM's own interpolation points)."""
-    from tvm.topi.nn.winograd_util import _cook_toom_convolution, _interpolation_points
-
-    a, b, g = _cook_toom_convolution(_interpolation_points(tile + 1), tile, 3)
-    return np.asarray(a, np.float64), np.asarray(b, np.float64), np.asarray(g, np.float64)
-
-
-def winograd_weight(weight: np.ndarray, tile: int) -> np.ndarray:
-    """OIHW 3x3 weights -> (alpha, alpha, CI, CO), transformed in float64."""
-    _, _, g = winograd_matrices(tile)
-    cout, cin = weight.shape[:2]
-    alpha = g.shape[0]
-    # u[e, n] = sum_kl g[e, k] g[n, l] w[k, l]: one GEMM with kron(g, g) (an einsum over
-    # the three operands took 2.5 s for a 512x512 layer, this ~0.1 s).
-    flat = weight.transpose(2, 3, 1, 0).reshape(9, cin * cout).astype(np.float64)
-    return (np.kron(g, g) @ flat).reshape(alpha, alpha, cin, cout).astype(np.float32)
-
-
-def winograd_error(weight: np.ndarray, hw: tuple[int, int], pads: list[int], tile: int,
-                   seed: int = 0) -> float:
-    """Largest error of F(tile,3) in float32 against float64 direct on one random frame,
-    measured as the parity gate does: |a - b| / max(|b|, 1)."""
-    cout, cin, _, _ = weight.shape
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((cin, *hw)).astype(np.float32)
-    pt, pl, pb, pr = pads
-    xp = np.pad(x.astype(np.float64), ((0, 0), (pt, pb), (pl, pr)))
-    oh, ow = xp.shape[1] - 2, xp.shape[2] - 2
-    cols = np.stack([xp[:, i:i + oh, j:j + ow] for i in range(3) for j in range(3)], axis=1)
-    ref = np.einsum("oik,ikhw->ohw", weight.astype(np.float64).reshape(cout, cin, 9), cols,
-                    optimize=True)
-    a, b, _ = (m.astype(np.float32) for m in winograd_matrices(tile))
-    alpha = tile + 2
-    nh, nw = -(-oh // tile), -(-ow // tile)
-    xt = np.pad(xp.astype(np.float32), ((0, 0), (0, nh * tile + 2 - xp.shape[1]),
-                                        (0, nw * tile + 2 - xp.shape[2])))
-    tiles = np.stack([np.stack([xt[:, i * tile:i * tile + alpha, j * tile:j * tile + alpha]
-                                for j in range(nw)], 1) for i in range(nh)], 1)
-    v = np.einsum("ae,cijab,bn->enijc", b, tiles, b, optimize=True)  # data pack
-    m = np.einsum("enijc,enco->enijo", v, winograd_weight(weight, tile), optimize=True)  # GEMM
-    y = np.einsum("ea,enijo,nb->oiajb", a, m, a, optimize=True)
-    y = y.reshape(cout, nh * tile, nw * tile)
-    y = y[:, :oh, :ow].astype(np.float64)
-    return float(np.max(np.abs(y - ref) / np.maximum(np.abs(ref), 1.0)))
-
-
-def _winograd_te(data, kernel_pack, padding, out_hw, tile, out_dtype):
-    """TOPI's pre-transformed Winograd NCHW on whole tiles, cropped to the true output."""
-    from tvm import te
-    from tvm.topi.nn.conv2d import _conv2d_winograd_nchw_impl
-
-    full = _conv2d_winograd_nchw_impl(
-        data, kernel_pack, (1, 1), padding, (1, 1), out_dtype, tile, pre_computed=True)
-    n, co = int(full.shape[0]), int(full.shape[1])
-    if [int(full.shape[2]), int(full.shape[3])] == list(out_hw):
-        return full
-    return te.compute((n, co, *out_hw), lambda i, c, h, w: full[i, c, h, w], name="crop")
-
-
-def _winograd_legalizer(plan: Plan, tolerance: float):
-    """conv2d legalization that runs eligible 3x3 stride-1 layers as Winograd."""
-    import tvm
+def _blocked(mod, block: int, plan: Plan, revision: int):
+    """`mod` with its convolutions in NCHW[block]c and their weights packed now (stock
+    folding would compile each packing)."""
     from tvm import relax
-    from tvm.relax.transform.legalize_ops.nn import _nn_conv2d
 
-    def legalize(bb, call):
-        info = _conv_info(call)
-        a = call.attrs
-        weight = call.args[1]
-        if (info is None or int(a.groups) != 1 or list(info[1][2:]) != [3, 3]
-                or [int(s) for s in a.strides] != [1, 1] or [int(d) for d in a.dilation] != [1, 1]
-                or not isinstance(weight, tvm.ir.expr.GenericConst)):
-            return _nn_conv2d(bb, call)
-        (n, cin, h, w), (cout, _, _, _) = info
-        if min(cin, cout) < WINOGRAD_MIN_CHANNELS:
-            return _nn_conv2d(bb, call)
-        pads = [int(p) for p in a.padding]
-        pads = pads * 2 if len(pads) == 2 else pads
-        out_hw = (h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2)
-        w_np = weight.value.numpy()
-        for tile in (4, 2):
-            err = winograd_error(w_np, (h, w), pads, tile)
-            if err <= tolerance / 2:
-                break
-            plan.notes.append(
-                f"conv {cin}->{cout} {h}x{w}: F({tile},3) error {err:.1e} exceeds half the "
-                f"{tolerance:g} parity tolerance" + ("; trying F(2,3)" if tile == 4 else
-                                                     "; stays direct"))
-        else:
-            return _nn_conv2d(bb, call)
-        # Pad bottom/right to whole tiles so TOPI never reads past its padded input.
-        extra_h = -(-out_hw[0] // tile) * tile - out_hw[0]
-        extra_w = -(-out_hw[1] // tile) * tile - out_hw[1]
-        padding = (pads[0], pads[1], pads[2] + extra_h, pads[3] + extra_w)
-        plan.rewritten += 1
-        return bb.call_te(
-            _winograd_te, call.args[0], relax.const(winograd_weight(w_np, tile)), padding,
-            out_hw, tile, a.out_dtype or "float32", primfunc_name_hint=f"conv2d_winograd{tile}",
-        )
+    from tvmtui.graph.relax_import import fold_with_numpy
 
-    return legalize
+    mod = relax.transform.ConvertLayout({}, _blocked_layouts(block, plan, revision))(mod)
+    return fold_with_numpy(mod)
 
 
 def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
@@ -307,15 +216,25 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
     plan = Plan(variant, label(variant, block))
     legalize_map = {}
     if variant == "nchwc":
-        from tvmtui.graph.relax_import import fold_with_numpy
-
-        mod = relax.transform.ConvertLayout({}, _blocked_layouts(block, plan, revision))(mod)
-        mod = fold_with_numpy(mod)  # pack the weights now (stock folding compiles each)
+        mod = _blocked(mod, block, plan, revision)
         legalize_map["relax.nn.conv2d"] = _legalize_blocked
+    elif variant == "winograd" and revision >= 4:
+        from tvmtui.graph import winograd
+
+        layouts = Plan("nchwc", "")
+        mod = _blocked(mod, block, layouts, revision)
+        plan.notes += layouts.notes
+        nchw = winograd.nchw_legalizer(plan, tolerance, _conv_info)  # layers left in NCHW
+        legalize_map["relax.nn.conv2d"] = winograd.blocked_legalizer(
+            plan, tolerance,
+            lambda bb, call: (nchw if len(call.attrs.data_layout) == 4 else _legalize_blocked)(
+                bb, call))
     elif variant == "winograd":
+        from tvmtui.graph import winograd
+
         # Fold weight expressions (e.g. a TFLite OHWI->OIHW transpose) into constants first.
         mod = relax.transform.FoldConstant()(mod)
-        legalize_map["relax.nn.conv2d"] = _winograd_legalizer(plan, tolerance)
+        legalize_map["relax.nn.conv2d"] = winograd.nchw_legalizer(plan, tolerance, _conv_info)
     elif variant == "subpixel":
         from tvmtui.graph import subpixel
 

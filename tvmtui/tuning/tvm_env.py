@@ -45,6 +45,9 @@ def import_tvm(target: dict):
         _stubbed.discard(sub)
         del sys.modules[f"tvm.s_tir.tensor_intrin.{sub}"]
         importlib.import_module(f"tvm.s_tir.tensor_intrin.{sub}")
+    from tvmtui.tuning import rules
+
+    rules.register()
     return tvm
 
 

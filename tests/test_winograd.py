@@ -1,0 +1,119 @@
+"""The channel-blocked Winograd (rewrite revision 4): its custom MetaSchedule rules, the
+schedules they make, and a tuned build checked against ONNX Runtime on odd shapes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from tests.test_variants import NETS, _run_variant, _target, conv_net
+from tvmtui.graph import variants as gv
+from tvmtui.graph.relax_import import load_relax
+from tvmtui.tuning import rules
+
+
+@pytest.mark.parametrize("chunks,tiles", [(16, 49), (32, 16), (8, 196), (64, 4), (2, 4),
+                                          (2, 1), (3, 5), (1, 1)])
+def test_register_tiles_fit_the_registers_and_the_layer(chunks, tiles):
+    pairs = rules.register_tiles(chunks, tiles)
+    assert pairs and len(set(pairs)) == len(pairs)
+    for blocks, count in pairs:
+        assert chunks % blocks == 0 and blocks <= rules.MAX_CHANNEL_BLOCKS
+        assert 1 <= count <= min(tiles, rules.MAX_TILES)
+        assert blocks * count <= rules.MAX_ACC
+    if chunks >= 2 and tiles >= 4:  # room for a real register tile
+        assert all(b * t >= rules.MIN_ACC for b, t in pairs)
+        assert (2, 4) in pairs or chunks % 2
+
+
+def _winograd_task(shape, layers):
+    tvm, target = _target()
+    base = load_relax("onnx", conv_net(layers, shape), {"input": list(shape)})
+    mod, plan = gv.prepare(base, target, "winograd")
+    tasks = [t for t in gv.extract_tasks(mod, target) if "winograd" in t.task_name]
+    return tvm, target, tasks, plan
+
+
+def test_every_design_of_a_blocked_winograd_layer_computes_the_convolution():
+    """Each register tile the GEMM rule offers (one guards a remainder: 3 of 5 tiles)
+    builds after MetaSchedule's postprocessors and matches the unscheduled layer."""
+    from tvm import s_tir
+    from tvm.s_tir import meta_schedule as ms
+
+    tvm, target, tasks, plan = _winograd_task((1, 16, 7, 9), [(24, 3, 1)])
+    assert plan.rewritten == 1 and len(tasks) == 1
+    assert tasks[0].task_name.startswith("fused_conv2d_winograd4_NCHWc")  # + its add, relu
+    func = tasks[0].dispatched[0]  # an IRModule
+    ctx = ms.TuneContext(mod=func, target=target, space_generator="post-order-apply",
+                         task_name="w", rand_state=1)
+    designs = ctx.generate_design_space()
+    chunks, tiles = 24 // gv.vector_block(target), 2 * 3  # 5x7 output in 4x4 tiles
+    assert len(designs) == len(rules.register_tiles(chunks, tiles))
+    dev = tvm.cpu()
+    rng = np.random.default_rng(0)
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    shapes = [[int(d) for d in a.shape] for a in ArgInfo.from_entry_func(func, remove_preproc=True)]
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in shapes[:-1]]
+
+    def run(mod):
+        args = [tvm.runtime.tensor(x, dev) for x in inputs]
+        out = tvm.runtime.tensor(np.zeros(shapes[-1], np.float32), dev)
+        tvm.compile(mod, target=target)(*args, out)
+        return out.numpy()
+
+    want = run(func)
+    postprocs = list(ctx.space_generator.postprocs)
+    for design in designs:
+        sch = s_tir.Schedule(func, seed=1, debug_mask=0)
+        s_tir.schedule.Trace(design.trace.simplified(remove_postproc=True).insts, {}) \
+            .apply_to_schedule(sch, remove_postproc=True)
+        assert all(p.apply(sch) for p in postprocs)
+        np.testing.assert_allclose(run(sch.mod), want, rtol=1e-5, atol=1e-5)
+
+
+def test_revision_3_sessions_keep_the_nchw_winograd():
+    layers, shape = NETS["9x11-24-16-12"]
+    err, plan = _run_variant(conv_net(layers, shape), shape, "winograd", revision=3)
+    assert err < 1e-4 and plan.rewritten == 1
+    _, target = _target()
+    base = load_relax("onnx", conv_net(layers, shape), {"input": list(shape)}, 3)
+    old = {t.task_name for t in gv.extract_tasks(gv.prepare(base, target, "winograd",
+                                                            revision=3)[0], target)}
+    new = {t.task_name for t in gv.extract_tasks(gv.prepare(base, target, "winograd")[0], target)}
+    assert any("winograd4" in n and "NCHWc" not in n for n in old)
+    assert any("winograd4_NCHWc" in n for n in new)
+
+
+def test_tuned_blocked_winograd_exports_what_onnxruntime_computes(cli, tmp_path):
+    """A tuned build of the Winograd variant on a 9x11 input (outputs no multiple of the
+    tile, channels 16 -> 24 -> 16) matches ONNX Runtime; every trial of its layers is
+    marked with the variant."""
+    model = tmp_path / "odd.onnx"
+    shape = (1, 16, 9, 11)
+    model.write_bytes(conv_net([(24, 3, 1), (16, 3, 1)], shape))
+    run = cli.run("tune", str(model), "--trials", "16", "--session", "w", "--json",
+                  "--variants", "winograd", "--batch", "8")
+    assert run.returncode == 0, run.stderr
+    events = cli.json_lines(run.stdout)
+    extracted = next(e for e in events if e["event"] == "tasks_extracted")
+    names = {t["index"]: t["name"] for t in extracted["tasks"]}
+    trials = [e for e in events if e["event"] == "trial"]
+    measured = {names[e["task"]] for e in trials if e["run_s"] and e["error_kind"] is None}
+    assert sum("winograd4_NCHWc" in n for n in measured) == 2
+    assert all(e["variant"] == "winograd" for e in trials)
+    out = tmp_path / "lib"
+    exported = cli.run("export", "w", str(out), "--json")
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads((out / "model.json").read_text())["variant"] == "winograd"
+    import tvm
+    from tvm import relax
+
+    vm = relax.VirtualMachine(tvm.runtime.load_module(str(out / "model.so")), tvm.cpu())
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    want = ort.InferenceSession(model.read_bytes()).run(None, {"input": x})[0]
+    got = vm["main"](tvm.runtime.tensor(x)).numpy()
+    assert np.max(np.abs(got - want) / np.maximum(np.abs(want), 1.0)) < 1e-4

@@ -1,0 +1,104 @@
+"""tvmtui's custom MetaSchedule rules: the stages of the channel-blocked Winograd.
+
+MetaSchedule applies a block's rule by the block's `schedule_rule` annotation
+(`graph/winograd.py` sets them) and no other rule to it, as TVM's own Winograd rules do.
+What a kernel writer would do, with the one choice that matters left to the search:
+
+- input transform (`pack`): one tile and channel block per iteration, the two 1-D passes
+  unrolled over the transformed positions, the channel block's lanes vectorized;
+- batched GEMM (`gemm`): per transformed position, a register tile of output channel
+  blocks x tiles accumulated in vector registers over the input channels. Each register
+  tile worth trying is a design space of its own, and the search measures them against
+  each other: on C6 the layer took 0.41 ms with 2 channel blocks x 4 tiles, 0.45 with
+  1 x 7, 0.71 with 2 x 7 (spills) and 1.06 with 3 x 4 (a guarded remainder in the hot
+  loop), nothing else changed;
+- inverse transform (`unpack`): as the input transform, per tile and output block.
+
+The postprocessors then parallelize the outer loops (as for any block).
+"""
+
+from __future__ import annotations
+
+from tvmtui.graph.winograd import RULE_GEMM, RULE_PACK, RULE_UNPACK
+
+MAX_CHANNEL_BLOCKS = 4  # output channel blocks in the register tile
+MAX_TILES = 8  # Winograd tiles in the register tile
+MIN_ACC, MAX_ACC = 6, 12  # vector accumulators in it
+_registered = False
+
+
+def register() -> None:
+    """Make the rules known to MetaSchedule in this process (for every CPU target)."""
+    global _registered
+    if _registered:
+        return
+    import tvm
+
+    for name, fn in ((RULE_PACK, _pack), (RULE_GEMM, _gemm), (RULE_UNPACK, _unpack)):
+        tvm.register_global_func(f"s_tir.meta_schedule.cpu.{name}", fn, override=True)
+    _registered = True
+
+
+def _per_iteration(sch, block, iterate, unrolled, lanes):
+    """A transform stage: `iterate` fused into one loop, `unrolled` unrolled, `lanes`
+    vectorized; its producer (the first 1-D pass, 'None'-ruled) computed per iteration,
+    unrolled and vectorized alike."""
+    fused = sch.fuse(*iterate)
+    for loop in unrolled:
+        sch.unroll(loop)
+    sch.vectorize(lanes)
+    producer = sch.get_producers(block)[0]
+    sch.compute_at(producer, fused, preserve_unit_loops=True)
+    *positions, inner_lanes = sch.get_loops(producer)[1:]
+    for loop in positions:
+        sch.unroll(loop)
+    sch.vectorize(inner_lanes)
+
+
+def _pack(sch, block):
+    eps, nu, tile, chunk, lanes = sch.get_loops(block)
+    sch.reorder(tile, chunk, eps, nu, lanes)
+    _per_iteration(sch, block, (tile, chunk), (eps, nu), lanes)
+    return [sch]
+
+
+def _unpack(sch, block):
+    chunk, tile, hi, wi, lanes = sch.get_loops(block)
+    _per_iteration(sch, block, (chunk, tile), (hi, wi), lanes)
+    return [sch]
+
+
+def register_tiles(chunks: int, tiles: int) -> list[tuple[int, int]]:
+    """(output channel blocks, tiles) register tiles to try: 6-12 accumulators (two vector
+    registers stay free for a weight and a broadcast), channel blocks dividing `chunks`;
+    a tile count need not divide `tiles` (a guarded remainder) but cannot exceed it."""
+    blocks = [b for b in range(1, MAX_CHANNEL_BLOCKS + 1) if chunks % b == 0]
+    counts = sorted({t for t in (3, 4, 6, 8) if t <= tiles}
+                    | {t for t in range(3, MAX_TILES + 1) if tiles % t == 0} | {min(tiles, 2)})
+    pairs = [(b, t) for b in blocks for t in counts if MIN_ACC <= b * t <= MAX_ACC]
+    if pairs:
+        return pairs
+    # a tiny layer: as many accumulators as it has, up to the limit
+    return [max(((b, t) for b in blocks for t in counts if b * t <= MAX_ACC),
+                key=lambda bt: bt[0] * bt[1])]
+
+
+def _gemm(sch, block):
+    """One design per register tile (`register_tiles`), measured against each other."""
+    eps, nu, chunk, tile, lanes, red_chunk, red_lane = sch.get_loops(block)
+    extents = [int(sch.get(loop).extent) for loop in (chunk, tile)]
+    out = []
+    for k_reg, t_reg in register_tiles(*extents):
+        design = sch.copy()
+        k_outer, k_inner = design.split(chunk, [None, k_reg])
+        t_outer, t_inner = design.split(tile, [None, t_reg])
+        reduction = design.fuse(red_chunk, red_lane)
+        design.reorder(eps, nu, k_outer, t_outer, reduction, k_inner, t_inner, lanes)
+        acc = design.cache_write(block, 0, "local")
+        design.reverse_compute_at(acc, t_outer, preserve_unit_loops=True)
+        design.unroll(k_inner)
+        design.unroll(t_inner)
+        design.vectorize(lanes)
+        design.vectorize(design.get_loops(acc)[-1])
+        out.append(design)
+    return out
