@@ -48,7 +48,9 @@ def ensure_session(workload: str, trials: int, sessions: Path) -> tuple[str, flo
     shown = tvmtui("sessions", "show", name, "--json", sessions=sessions)
     if shown.returncode == 0:
         info = json.loads(shown.stdout)
-        if info["trials"] >= trials and info["status"] in ("finished", "stopped"):
+        # finished: its budget spent, or its search space used up with trials to spare
+        if info["status"] == "finished" or (info["trials"] >= trials
+                                            and info["status"] == "stopped"):
             return name, 0.0
         start = time.time()
         proc = tvmtui("resume", name, "--json", sessions=sessions)

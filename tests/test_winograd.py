@@ -91,11 +91,13 @@ def test_revision_3_sessions_keep_the_nchw_winograd():
 def test_tuned_blocked_winograd_exports_what_onnxruntime_computes(cli, tmp_path):
     """A tuned build of the Winograd variant on a 9x11 input (outputs no multiple of the
     tile, channels 16 -> 24 -> 16) matches ONNX Runtime; every trial of its layers is
-    marked with the variant."""
+    marked with the variant. Its spaces are small (a few register tiles, the layout
+    transforms' one schedule): the tune ends when the search finds them used up, with
+    budget left, and says so per task."""
     model = tmp_path / "odd.onnx"
     shape = (1, 16, 9, 11)
     model.write_bytes(conv_net([(24, 3, 1), (16, 3, 1)], shape))
-    run = cli.run("tune", str(model), "--trials", "16", "--session", "w", "--json",
+    run = cli.run("tune", str(model), "--trials", "400", "--session", "w", "--json",
                   "--variants", "winograd", "--batch", "8")
     assert run.returncode == 0, run.stderr
     events = cli.json_lines(run.stdout)
@@ -105,6 +107,12 @@ def test_tuned_blocked_winograd_exports_what_onnxruntime_computes(cli, tmp_path)
     measured = {names[e["task"]] for e in trials if e["run_s"] and e["error_kind"] is None}
     assert sum("winograd4_NCHWc" in n for n in measured) == 2
     assert all(e["variant"] == "winograd" for e in trials)
+    final = [e for e in events if e["event"] == "state"][-1]
+    assert final["state"] == "finished" and final["reason"] == "search space exhausted"
+    assert len(trials) < 400
+    used_up = [e["message"] for e in events
+               if e["event"] == "notice" and "design space is used up" in e["message"]]
+    assert sum("winograd4_NCHWc" in m for m in used_up) == 2
     out = tmp_path / "lib"
     exported = cli.run("export", "w", str(out), "--json")
     assert exported.returncode == 0, exported.stderr

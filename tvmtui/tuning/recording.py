@@ -112,10 +112,21 @@ class BatchRecording:
             traces=traces
         )
         self.retire_losing_variants()
+        self._notice_exhausted()
         kinds = {event["error_kind"] for name, event in out if name == ev.TRIAL}
         if kinds == {ev.DEVICE_LOST}:
             self._stop_if_unreachable()
         self._obey()
+
+    def _notice_exhausted(self) -> None:
+        """Say once for each task whose design space the search found used up."""
+        for i, key in self.task_keys.items():
+            if key in self.memory.exhausted and i not in self.exhausted_noticed:
+                self.exhausted_noticed.add(i)
+                task = self.tasks[i]
+                self.emit_notice(f"task {i} ({task.info.name}): its design space is used up "
+                                 f"after {task.trials} trials; the rest of the budget goes "
+                                 "to the other tasks")
 
     def _device_records(self) -> dict[str, dict]:
         """The runner hooks' log by artifact path (which server measured it). Lines read

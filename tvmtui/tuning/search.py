@@ -18,6 +18,11 @@ from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch, PySearch
 from tvm_ffi import structural_hash
 
 MAX_REGENERATE = 4  # batches to draw before deciding the space near the records is used up
+# An evolved batch with fewer new schedules than this share of the batch size: the task's
+# space is used up (a small one, like a blocked Winograd's few register tiles), and each
+# further search of it would cost a full evolution (13 s a round on C6) for a schedule or two.
+THIN_BATCH = 0.25
+SMALL_SPACE_POPULATION = 32  # evolution's population for a space with no tile to sample
 COLD_SAMPLES_PER_TRIAL = 4  # random schedules sampled per candidate of a cold batch
 
 
@@ -37,6 +42,7 @@ class SearchMemory:
     seeded: set[str] = field(default_factory=set)  # tasks whose seeds (`seeds.py`) were drawn
     seeds_sent: int = 0  # candidates of cold batches that were seeds
     seed_hashes: set[str] = field(default_factory=set)  # those not yet recorded
+    exhausted: set[str] = field(default_factory=set)  # tasks whose space is used up
 
 
 def module_hash(mod) -> str:
@@ -77,6 +83,7 @@ class DedupSearch(PySearchStrategy):
         self.context = None
         self.key = None
         self.design_spaces = []
+        self.batch = memory.cold_batch_size
 
     def _initialize_with_tune_context(self, context) -> None:
         self.context = context
@@ -86,6 +93,16 @@ class DedupSearch(PySearchStrategy):
 
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None):
         self.design_spaces = list(design_spaces)
+        self.batch = num_trials_per_iter
+        if not any(inst.kind.name == "SamplePerfectTile"
+                   for design in self.design_spaces for inst in design.trace.insts):
+            # No tile to sample (a layout transform, a blocked Winograd's fixed register
+            # tiles): a few dozen schedules in all, so a small population finds them; the
+            # full one cost a blocked Winograd 13 s a generation scoring its big stages.
+            self.inner = EvolutionarySearch(population_size=min(self.population_size,
+                                                                SMALL_SPACE_POPULATION),
+                                            genetic_num_iters=1)
+            self.inner._initialize_with_tune_context(self.context)
         for strategy in (self.inner, self.cold):
             strategy.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
 
@@ -102,7 +119,8 @@ class DedupSearch(PySearchStrategy):
 
     def _generate(self):
         allowance = self.memory.allowance
-        if (allowance is not None and allowance <= 0) or self.key in self.memory.retired:
+        if ((allowance is not None and allowance <= 0) or self.key in self.memory.retired
+                or self.key in self.memory.exhausted):
             return None  # the scheduler then terminates the task itself
         self.active = self.inner
         if self.memory.cold_batches > 0:
@@ -123,6 +141,8 @@ class DedupSearch(PySearchStrategy):
                     continue
                 fresh.append(cand)
                 hashes.append(h)
+            if self.active is self.inner and len(fresh) < max(1, THIN_BATCH * self.batch):
+                self.memory.exhausted.add(self.key)  # this batch is its last
             if allowance is not None:
                 fresh, hashes = fresh[:allowance], hashes[:allowance]
             sent = [h for c, h in zip(fresh, hashes) if any(c is x for x in seeded)]
