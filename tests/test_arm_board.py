@@ -42,6 +42,33 @@ def board(tmp_path_factory):
     farm.stop()
 
 
+def _board_error(device: str, lib: Path, model: bytes, shape) -> float:
+    """Largest difference between the exported `lib` run on the board and ONNX Runtime on
+    the host, for one seeded frame (the board's session is freed before returning)."""
+    import gc
+
+    import onnxruntime as ort
+    import tvm
+    from tvm import relax
+
+    from tvmtui.devices.rpc import connect_device, parse_device
+
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    sess, _, _ = connect_device(parse_device(device), session_timeout=600, wait=120)
+    sess.upload(str(lib))
+    remote = sess.load_module(lib.name)
+    dev = sess.cpu()
+    vm = relax.VirtualMachine(remote, dev)
+    got = vm["main"](tvm.runtime.tensor(x, device=dev)).numpy()
+    assert np.abs(reference).max() > 0.1 and got.shape == reference.shape
+    err = float(np.abs(got - reference).max())
+    del vm, remote, dev, sess  # the board serves one session at a time: free it
+    gc.collect()
+    return err
+
+
 def test_emulated_board_end_to_end(cli, board, tmp_path):
     out = cli.run("devices", "--tracker", board.tracker, "--key", "arm64", "--json",
                   timeout=600)
@@ -79,29 +106,9 @@ def test_emulated_board_end_to_end(cli, board, tmp_path):
     exported = json.loads(lib.with_suffix(".json").read_text())
     assert (exported["variant"], exported["variant_label"]) == ("nchwc", "NCHW4c")
 
-    import onnxruntime as ort
-    import tvm
-    from tvm import relax
-
-    from tvmtui.devices.rpc import connect_device, parse_device
-
-    x = np.random.default_rng(0).standard_normal((1, 1024, 7, 7)).astype(np.float32)
-    model = (cli.root / "arm" / "model.onnx").read_bytes()
-    reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
-        None, {"input": x})[0]
-    sess, _, _ = connect_device(parse_device(device), session_timeout=600, wait=120)
-    sess.upload(str(lib))
-    remote = sess.load_module("arm.so")
-    dev = sess.cpu()
-    vm = relax.VirtualMachine(remote, dev)
-    got = vm["main"](tvm.runtime.tensor(x, device=dev)).numpy()
-    assert np.abs(reference).max() > 0.1 and got.shape == reference.shape
-    assert np.abs(got - reference).max() <= 1e-4
-    err = float(np.abs(got - reference).max())
-    del vm, remote, dev, sess  # the board serves one session at a time: free it for the bench
-    import gc
-
-    gc.collect()
+    err = _board_error(device, lib, (cli.root / "arm" / "model.onnx").read_bytes(),
+                       (1, 1024, 7, 7))
+    assert err <= 1e-4
     # The baselines on the board itself: LiteRT (XNNPACK) and ACL (Arm NN, CpuAcc), parity
     # against tuned TVM run there, on 100 frames.
     out = cli.run("bench", "arm", "--baselines", "tflite,acl,tvm-untuned", "--frames", "100",
@@ -124,3 +131,28 @@ def test_emulated_board_end_to_end(cli, board, tmp_path):
         "target": meta["target"], "trials_measured_on_board": len(measured),
         "variant": exported["variant_label"],
         "max_abs_err": err, "t": time.time()}))
+
+
+def test_emulated_board_tunes_the_blocked_winograd(cli, board, tmp_path):
+    """Winograd in NEON's NCHW4c: tuned on the board, cross-compiled, run there, and
+    checked against ONNX Runtime on the host (9x9 input: tiles no multiple of it)."""
+    from tests.test_variants import conv_net
+
+    model = tmp_path / "conv.onnx"
+    shape = (1, 16, 9, 9)
+    model.write_bytes(conv_net([(16, 3, 1)], shape))
+    device = f"tracker://{board.tracker}/arm64"
+    out = cli.run("tune", str(model), "--trials", "8", "--session", "armw", "--json",
+                  "--device", device, "--variants", "winograd", "--batch", "4", timeout=3000)
+    assert out.returncode == 0, out.stderr
+    events = cli.json_lines(out.stdout)
+    extracted = next(e for e in events if e["event"] == "tasks_extracted")
+    assert extracted["variants"]["winograd"]["rewritten"] == 1
+    names = {t["index"]: t["name"] for t in extracted["tasks"]}
+    measured = [t for t in events if t["event"] == "trial" and not t["error_kind"]]
+    assert any("winograd4_NCHWc" in names[t["task"]] and t["device"] for t in measured)
+    lib = tmp_path / "armw.so"
+    out = cli.run("export", "armw", str(lib), "--json", timeout=1200)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(lib.with_suffix(".json").read_text())["variant"] == "winograd"
+    assert _board_error(device, lib, model.read_bytes(), shape) <= 1e-4

@@ -23,8 +23,9 @@ import numpy as np
 
 MIN_CHANNELS = 16  # below this the transforms cost more than they save
 # The custom schedule rules of the blocked stages (`tuning/rules.py` registers them).
-RULE_PACK, RULE_GEMM, RULE_UNPACK = ("tvmtui_winograd_pack", "tvmtui_winograd_gemm",
-                                     "tvmtui_winograd_unpack")
+RULE_PACK, RULE_GEMM, RULE_UNPACK, RULE_OUTPUT = (
+    "tvmtui_winograd_pack", "tvmtui_winograd_gemm", "tvmtui_winograd_unpack",
+    "tvmtui_winograd_output")
 
 
 def winograd_matrices(tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -189,7 +190,7 @@ def conv2d_winograd_nchwc(data, kernel, padding, tile: int, out_dtype: str = "fl
         (n, ochunks, oh, ow, ob),
         lambda i, k, y, x, kb: unpack[k, i * nh * nw + (y // tile) * nw + x // tile,
                                       y % tile, x % tile, kb],
-        name="conv2d_winograd_NCHWc")
+        name="conv2d_winograd_NCHWc", attrs={"schedule_rule": RULE_OUTPUT})
 
 
 def blocked_legalizer(plan, tolerance: float, fallback):

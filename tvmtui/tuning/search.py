@@ -18,10 +18,11 @@ from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch, PySearch
 from tvm_ffi import structural_hash
 
 MAX_REGENERATE = 4  # batches to draw before deciding the space near the records is used up
-# An evolved batch with fewer new schedules than this share of the batch size: the task's
-# space is used up (a small one, like a blocked Winograd's few register tiles), and each
-# further search of it would cost a full evolution (13 s a round on C6) for a schedule or two.
-THIN_BATCH = 0.25
+# An evolved batch with fewer new schedules than this share of the batch size (evolution
+# fills a batch from hundreds of candidates whenever it can): the task's space is used up
+# (a small one, like a blocked Winograd's few register tiles), and each further search of
+# it would cost a full evolution (13 s a round on C6) for a schedule or two.
+THIN_BATCH = 0.5
 SMALL_SPACE_POPULATION = 32  # evolution's population for a space with no tile to sample
 COLD_SAMPLES_PER_TRIAL = 4  # random schedules sampled per candidate of a cold batch
 
@@ -43,6 +44,7 @@ class SearchMemory:
     seeds_sent: int = 0  # candidates of cold batches that were seeds
     seed_hashes: set[str] = field(default_factory=set)  # those not yet recorded
     exhausted: set[str] = field(default_factory=set)  # tasks whose space is used up
+    enumerated: set[str] = field(default_factory=set)  # small spaces sampled per design
 
 
 def module_hash(mod) -> str:
@@ -84,6 +86,7 @@ class DedupSearch(PySearchStrategy):
         self.key = None
         self.design_spaces = []
         self.batch = memory.cold_batch_size
+        self.small_space = False
 
     def _initialize_with_tune_context(self, context) -> None:
         self.context = context
@@ -94,14 +97,18 @@ class DedupSearch(PySearchStrategy):
     def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None):
         self.design_spaces = list(design_spaces)
         self.batch = num_trials_per_iter
-        if not any(inst.kind.name == "SamplePerfectTile"
-                   for design in self.design_spaces for inst in design.trace.insts):
+        self.small_space = not any(inst.kind.name == "SamplePerfectTile"
+                                   for design in self.design_spaces
+                                   for inst in design.trace.insts)
+        if self.small_space:
             # No tile to sample (a layout transform, a blocked Winograd's fixed register
             # tiles): a few dozen schedules in all, so a small population finds them; the
-            # full one cost a blocked Winograd 13 s a generation scoring its big stages.
-            self.inner = EvolutionarySearch(population_size=min(self.population_size,
-                                                                SMALL_SPACE_POPULATION),
-                                            genetic_num_iters=1)
+            # full one cost a blocked Winograd 13 s a generation scoring its big stages, and
+            # sampling until 50 of it are unmeasured never ends well in a space this small.
+            population = min(self.population_size, SMALL_SPACE_POPULATION)
+            self.inner = EvolutionarySearch(population_size=population, genetic_num_iters=1,
+                                            init_min_unmeasured=population // 4,
+                                            max_fail_count=2)
             self.inner._initialize_with_tune_context(self.context)
         for strategy in (self.inner, self.cold):
             strategy.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
@@ -129,12 +136,13 @@ class DedupSearch(PySearchStrategy):
             cap = self.memory.cold_batch_size
             allowance = cap if allowance is None else min(allowance, cap)
         seeded = self._seeds() if self.active is self.cold else []
+        designs = self._one_per_design() if self.active is self.cold else []
         for _ in range(MAX_REGENERATE):
             candidates = self.active.generate_measure_candidates()
-            if candidates is None and not seeded:
+            if candidates is None and not seeded and not designs:
                 return None
             fresh, hashes = [], []
-            for cand in [*seeded, *(candidates or [])]:
+            for cand in [*seeded, *designs, *(candidates or [])]:
                 h = module_hash(cand.sch.mod)
                 if h in self.memory.known or h in hashes:
                     self.memory.skipped += 1
@@ -148,7 +156,7 @@ class DedupSearch(PySearchStrategy):
             sent = [h for c, h in zip(fresh, hashes) if any(c is x for x in seeded)]
             self.memory.seeds_sent += len(sent)
             self.memory.seed_hashes.update(sent)
-            seeded = []
+            seeded, designs = [], []
             if fresh:
                 self.memory.in_flight += len(fresh)
                 if self.memory.allowance is not None:
@@ -159,18 +167,33 @@ class DedupSearch(PySearchStrategy):
                 return fresh
         return None
 
-    def _seeds(self) -> list:
-        """This task's register-blocked starting points, the first time it is cold-sampled."""
+    def _one_per_design(self) -> list:
+        """A small space's first batch starts with a schedule of each design space."""
+        from tvmtui.tuning.seeds import one_per_design
+
+        if not self.small_space or self.key in self.memory.enumerated:
+            return []
+        self.memory.enumerated.add(self.key)
+        postprocs = list(self.context.space_generator.postprocs)
+        return [self._candidate(sch) for sch in
+                one_per_design(self.context.mod, self.design_spaces, postprocs)]
+
+    @staticmethod
+    def _candidate(sch):
         from tvm.s_tir.meta_schedule import MeasureCandidate
         from tvm.s_tir.meta_schedule.arg_info import ArgInfo
 
+        return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+
+    def _seeds(self) -> list:
+        """This task's register-blocked starting points, the first time it is cold-sampled."""
         from tvmtui.tuning.seeds import seeds
 
         if self.key in self.memory.seeded or not self.design_spaces:
             return []
         self.memory.seeded.add(self.key)
         postprocs = list(self.context.space_generator.postprocs)
-        return [MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+        return [self._candidate(sch)
                 for sch in seeds(self.context.mod, self.design_spaces, postprocs)]
 
     def notify_runner_results(self, measure_candidates, results) -> None:

@@ -65,8 +65,6 @@ def tilings(extents: list[int]) -> list[Tiling]:
 def seeds(mod, design_spaces, postprocs) -> list:
     """Post-processed schedules of `mod` with the tilings above, for every design space
     whose trace tiles a block of BLOCKS; [] for any other task."""
-    from tvm import s_tir
-
     block = _blocked_conv(mod)
     if block is None:
         return []
@@ -79,20 +77,38 @@ def seeds(mod, design_spaces, postprocs) -> list:
         decisions = _decisions(design.trace, name, plan)
         if decisions is None:
             continue
-        try:
-            sch = s_tir.Schedule(mod, debug_mask=0)
-            # A design space's trace has no postprocessing; the decisions are keyed by its
-            # own instructions (a simplified copy would have new ones).
-            s_tir.schedule.Trace(design.trace.insts, decisions).apply_to_schedule(
-                sch, remove_postproc=True)
-            # As the search does: what follows is postprocessing, which a replay of this
-            # trace (evolution mutates it) leaves out and redoes.
-            sch.enter_postproc()
-            if all(p.apply(sch) for p in postprocs):
-                out.append(sch)
-        except Exception:  # noqa: BLE001 - a seed the space rejects is simply not used
-            continue
+        sch = replay(mod, design, decisions, postprocs)
+        if sch is not None:
+            out.append(sch)
     return out
+
+
+def one_per_design(mod, design_spaces, postprocs) -> list:
+    """A schedule of each design space, its other decisions sampled: the start of a small
+    space's first batch, so that no design (a blocked Winograd's register tile) is left to
+    chance."""
+    return [sch for i, design in enumerate(design_spaces)
+            if (sch := replay(mod, design, {}, postprocs, seed=i + 1)) is not None]
+
+
+def replay(mod, design, decisions: dict, postprocs, seed: int | None = None):
+    """`design`'s trace applied to `mod` with `decisions` (others sampled), then the
+    postprocessors; None when the space rejects it."""
+    from tvm import s_tir
+
+    try:
+        sch = s_tir.Schedule(mod, seed=seed, debug_mask=0) if seed else \
+            s_tir.Schedule(mod, debug_mask=0)
+        # A design space's trace has no postprocessing; the decisions are keyed by its own
+        # instructions (a simplified copy would have new ones).
+        s_tir.schedule.Trace(design.trace.insts, decisions).apply_to_schedule(
+            sch, remove_postproc=True)
+        # As the search does: what follows is postprocessing, which a replay of this trace
+        # (evolution mutates it) leaves out and redoes.
+        sch.enter_postproc()
+        return sch if all(p.apply(sch) for p in postprocs) else None
+    except Exception:  # noqa: BLE001 - a schedule the space rejects is simply not used
+        return None
 
 
 def _blocked_conv(mod) -> tuple[str, list[int]] | None:
