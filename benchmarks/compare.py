@@ -6,6 +6,11 @@ benchmarks/results/compare.json (one row per workload and baseline) and compare.
 table, the variant (layout/algorithm) tuned TVM runs, and per layer: its variant, share of
 the tuned time, GFLOPS and % of the CPU's *measured* FMA peak, from benchmarks/peak.py).
 
+With `--bench-runs N` each session is benched N times in a row (the later runs without
+the slow untuned TVM): a row's latencies are the median of the runs' medians and its
+speedup the median of the runs' own ratios, each taken within one bench (on this shared
+VM a runtime's median moves 10-30% from one minute to the next, and so does the baselines').
+
     python benchmarks/compare.py --trials 256 --net-trials-per-task 48
     python benchmarks/compare.py --workloads conv:C12 --trials 64 --frames 10   # quick
 """
@@ -73,6 +78,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=100)
     ap.add_argument("--sessions-dir", default=str(HERE / "work" / "compare"))
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--bench-runs", type=int, default=1,
+                    help="bench each session this many times; medians across the runs")
     ap.add_argument("--saved-bench", action="store_true",
                     help="use each session's last saved bench report instead of benching again")
     args = ap.parse_args()
@@ -91,11 +98,8 @@ def main() -> None:
         name, tune_s = ensure_session(workload, trials, sessions)
         report = saved_bench(sessions / name) if args.saved_bench else None
         if report is None:
-            bench = tvmtui("bench", name, "--json", "--frames", str(args.frames),
-                           "--repeats", str(args.repeats), sessions=sessions)
-            if bench.returncode != 0:
-                raise SystemExit(f"bench {workload} failed: {bench.stderr.strip()[-400:]}")
-            report = json.loads(bench.stdout)
+            report = combine([bench(name, workload, args, sessions, first=i == 0)
+                              for i in range(max(1, args.bench_runs))])
         by_name = {b["name"]: b for b in report["baselines"]}
         tuned = by_name["tvm-tuned"]
         info = json.loads(tvmtui("sessions", "show", name, "--json", sessions=sessions).stdout)
@@ -114,6 +118,8 @@ def main() -> None:
                 "max_rel_err": b["parity"]["max_rel_err"],
                 "trials": report["tuned_trials"],
                 "runtime": b["detail"],
+                "runs": b.get("runs", [b["median_ms"]]),
+                "run_speedups": b.get("run_speedups"),
             })
         competitors = [r for r in rows if r["workload"] == workload and r["baseline"] != "tvm-untuned"]
         best = min(competitors, key=lambda r: r["median_ms"]) if competitors else None
@@ -121,11 +127,13 @@ def main() -> None:
             "workload": workload, "session": name, "trials": report["tuned_trials"],
             "tune_s": round(tune_s, 1), "bench_s": report["seconds"], "flops": flops,
             "tvm_ms": tuned["median_ms"],
+            "bench_runs": report.get("bench_runs", 1),
             "tvm_gflops": flops / tuned["median_ms"] / 1e6 if flops else None,
             "best_baseline": best["baseline"] if best else None,
             "best_ms": best["median_ms"] if best else None,
             "best_gflops": flops / best["median_ms"] / 1e6 if flops and best else None,
             "speedup_vs_best": best["speedup"] if best else None,
+            "run_speedups_vs_best": best.get("run_speedups") if best else None,
             "unavailable": {b["name"]: b["reason"] for b in report["baselines"] if not b["available"]},
             "variant": report.get("variant"),
             "tasks": report.get("layers", []),
@@ -134,6 +142,45 @@ def main() -> None:
         print(f"   tvm {tuned['median_ms']:.3f} ms; best {summary['best_baseline']} "
               f"{summary['best_ms']:.3f} ms; speedup {summary['speedup_vs_best']:.2f}x", flush=True)
         write(Path(args.out), rows, workloads, peak, peak_text)  # after each: a cut run counts
+
+
+def bench(name: str, workload: str, args, sessions: Path, first: bool) -> dict:
+    """One `tvmtui bench` of the session (after the first, without untuned TVM)."""
+    extra = [] if first else ["--baselines", "tflite,acl,onnxruntime,openvino", "--no-save"]
+    proc = tvmtui("bench", name, "--json", "--frames", str(args.frames), "--repeats",
+                  str(args.repeats), *extra, sessions=sessions)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench {workload} failed: {proc.stderr.strip()[-400:]}")
+    return json.loads(proc.stdout)
+
+
+def combine(reports: list[dict]) -> dict:
+    """The first report, with each runtime's median the median over the runs that have it,
+    its speedup the median of each run's own ratio, and parity passed only if every run's
+    did."""
+    from statistics import median
+
+    if len(reports) == 1:
+        return reports[0]
+    out = json.loads(json.dumps(reports[0]))
+    rows = [{b["name"]: b for b in r["baselines"]} for r in reports]
+    for b in out["baselines"]:
+        runs = [r[b["name"]] for r in rows if b["name"] in r and r[b["name"]]["median_ms"]]
+        if not runs:
+            continue
+        b["runs"] = [r["median_ms"] for r in runs]
+        b["median_ms"] = median(b["runs"])
+        if b["name"] == "tvm-tuned":
+            continue
+        ratios = [r[b["name"]]["median_ms"] / r["tvm-tuned"]["median_ms"] for r in rows
+                  if b["name"] in r and r[b["name"]]["median_ms"] and r["tvm-tuned"]["median_ms"]]
+        b["run_speedups"] = ratios
+        passed = all(r["parity"]["passed"] for r in runs if r.get("parity"))
+        b["parity"]["passed"] = passed
+        value = median(ratios)
+        b["speedup"], b["speedup_unchecked"] = (value if passed else None), value
+    out["bench_runs"] = len(reports)
+    return out
 
 
 def write(out: Path, rows: list[dict], workloads: list[dict], peak: float, peak_text: str) -> None:
@@ -198,8 +245,8 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
                          f"{'ok' if r['parity_passed'] else 'FAIL'} {r['max_rel_err']:.1e} |")
     lines += ["", "## Against the best baseline", "",
               "| workload | variant | best baseline | its GFLOPS (% of peak) | tuned TVM GFLOPS "
-              "(% of peak) | speedup |",
-              "|---|---|---|---|---|---|"]
+              "(% of peak) | speedup | each bench run |",
+              "|---|---|---|---|---|---|---|"]
 
     def gf(value):
         return f"{value:.0f} ({100 * value / peak:.0f}%)" if value else "-"
@@ -209,8 +256,9 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
 
     for w in workloads:
         sp = f"{w['speedup_vs_best']:.2f}x" if w["speedup_vs_best"] is not None else "-"
+        each = " / ".join(f"{x:.2f}x" for x in w.get("run_speedups_vs_best") or []) or "-"
         lines.append(f"| {w['workload']} | {w.get('variant') or '-'} | {w['best_baseline']} | "
-                     f"{gf(w['best_gflops'])} | {gf(w['tvm_gflops'])} | {sp} |")
+                     f"{gf(w['best_gflops'])} | {gf(w['tvm_gflops'])} | {sp} | {each} |")
     lines += ["", "## Per layer: the variant that won, and where the time goes", "",
               "GFLOPS of a Winograd or sub-pixel layer count the work that algorithm does, "
               "not the direct convolution's. `best ms` is the layer's fastest trial, "
