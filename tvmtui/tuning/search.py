@@ -18,10 +18,12 @@ from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch, PySearch
 from tvm_ffi import structural_hash
 
 MAX_REGENERATE = 4  # batches to draw before deciding the space near the records is used up
-# An evolved batch with fewer new schedules than this share of the batch size (evolution
-# fills a batch from hundreds of candidates whenever it can): the task's space is used up
-# (a small one, like a blocked Winograd's few register tiles), and each further search of
-# it would cost a full evolution (13 s a round on C6) for a schedule or two.
+# An evolved batch of a small space (no tile to sample, like a blocked Winograd's few
+# register tiles) with fewer new schedules than this share of what the batch could hold:
+# the space is used up, and each further search of it would cost a full evolution (13 s a
+# round on C6) for a schedule or two. A tiled space is never judged by one batch (evolution
+# re-finds schedules a resumed session measured before it); it ends when MAX_REGENERATE
+# batches bring nothing new.
 THIN_BATCH = 0.5
 SMALL_SPACE_POPULATION = 32  # evolution's population for a space with no tile to sample
 COLD_SAMPLES_PER_TRIAL = 4  # random schedules sampled per candidate of a cold batch
@@ -135,6 +137,9 @@ class DedupSearch(PySearchStrategy):
             self.active = self.cold
             cap = self.memory.cold_batch_size
             allowance = cap if allowance is None else min(allowance, cap)
+        # What a batch can hold: the budget's remainder caps it (a resumed run of 16 trials
+        # whose evolution found 13 new schedules has not used its space up).
+        wanted = self.batch if allowance is None else min(self.batch, allowance)
         seeded = self._seeds() if self.active is self.cold else []
         designs = self._one_per_design() if self.active is self.cold else []
         for _ in range(MAX_REGENERATE):
@@ -149,7 +154,8 @@ class DedupSearch(PySearchStrategy):
                     continue
                 fresh.append(cand)
                 hashes.append(h)
-            if self.active is self.inner and len(fresh) < max(1, THIN_BATCH * self.batch):
+            if (self.small_space and self.active is self.inner
+                    and len(fresh) < max(1, THIN_BATCH * wanted)):
                 self.memory.exhausted.add(self.key)  # this batch is its last
             if allowance is not None:
                 fresh, hashes = fresh[:allowance], hashes[:allowance]
@@ -165,6 +171,7 @@ class DedupSearch(PySearchStrategy):
                 if scores is not None:
                     self.memory.scores.update(zip(hashes, scores))
                 return fresh
+        self.memory.exhausted.add(self.key)  # batch after batch brought nothing new
         return None
 
     def _one_per_design(self) -> list:
