@@ -301,23 +301,30 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
 # behind the closing notes of issue 10 (per-kernel timings, bandwidth), shown under the
 # row only while it stays below par.
 BELOW_PAR_WHY = {
-    "dwconv:D9": "a 7x7x1024 depthwise conv is 1 MFLOP: the call (thread-pool wake-up of "
-                 "2 threads, argument checks) is a third of it; a depthwise kernel fused into "
-                 "its neighbours (as in the networks) is where it stops mattering",
+    "dwconv:D9": "the blocked depthwise kernel alone runs 0.013 ms, 1.5x LiteRT's whole "
+                 "run, but a standalone NCHW op pays two layout transforms around it (0.015 "
+                 "ms) that LiteRT, fed NHWC outside the timed call, never does; so the NCHW "
+                 "kernel (0.021 ms) wins within tvmtui. An NHWC depthwise variant (channels "
+                 "in the vector lanes, no transform at the edges) would close it",
     "dqn": "the 3136x512 matrix-vector product reads 6.4 MB of weights a frame (L3 "
-           "bandwidth, not FMAs, bounds it) and 8 kernels pay a call each on a 0.2 ms "
-           "network; fp16/int8 weights or fusing the small layers would close it",
-    "lstm": "17 kernels of a few microseconds each: the Relax VM's per-call cost and "
-            "the thread pool's wake-ups, not the arithmetic; a fused whole-step kernel "
-            "(gates in one loop) would close it",
-    "mobilenet": "its 1x1 convs (two thirds of the time) run at 50-63% of peak in NCHW8c, "
-                 "where the vendors' hand-written GEMM micro-kernels keep weights packed in "
-                 "register-tile order; a packed-weight pointwise schedule would close it (a "
-                 "hand-written one tried here reached 146 GFLOPS, no better than the tuned)",
-    "dcgan": "its three phase convs run at 72-74% of peak, where ONNX Runtime runs the "
-             "whole network at ~38%: the kernels are not what holds it, the deployed run's "
-             "time over its layers' sum is (16 kernels' calls, the interleaves' copies); "
-             "fusing each interleave into the next layer's input pack would close it",
+           "bandwidth, not FMAs, bounds it) and its 7x7 Winograd layer confirmed at half its "
+           "best trial; fp16/int8 weights for the dense layer would close it",
+    "lstm": "56 kernel calls (17 distinct) whose sum alone matches LiteRT's whole run, and "
+            "the deployed run adds ~1 us a call; its gate matmuls (batch 1) are bound by "
+            "reading weights (26% of peak). Fusing each step's gate nonlinearities into its "
+            "matmul (one kernel a step) would close it",
+    "mobilenet": "its 1x1 convs (the 8 largest tasks, ~85% of the time) run at 70-81% of "
+                 "peak in NCHW8c, while OpenVINO runs the whole network, depthwise layers "
+                 "included, at ~78%: the pointwise GEMM's inner loop is what is short. A "
+                 "pointwise schedule with the weights packed in register-tile order, as the "
+                 "vendors' GEMM micro-kernels keep them, would close it (a hand-written one "
+                 "tried here reached 146 GFLOPS, no better than the tuned)",
+    "dcgan": "the sub-pixel rewrite runs each layer's s*s phases as one convolution, so "
+             "every phase computes the (h+1)x(w+1) outputs the phase with the largest offset "
+             "needs: 56%, 27% and 13% more multiply-adds than the layer's on its 4x4, 8x8 "
+             "and 16x16 inputs (272 MFLOP against 207); the phase convs run at ~80% of peak "
+             "on that padded work. A phase convolution that reads each phase's rows at its "
+             "own offset (one task, exact outputs) would take ~0.4 ms off and close it",
     "conv:C12": "on a 7x7 map Winograd's 16 small GEMMs read 4x the weights of the direct "
                 "conv (memory-bound), and the blocked direct conv reached 74% of peak where "
                 "the vendors run at ~95%: a level race, decided by noise",
