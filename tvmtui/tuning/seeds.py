@@ -97,8 +97,7 @@ def replay(mod, design, decisions: dict, postprocs, seed: int | None = None):
     from tvm import s_tir
 
     try:
-        sch = s_tir.Schedule(mod, seed=seed, debug_mask=0) if seed else \
-            s_tir.Schedule(mod, debug_mask=0)
+        sch = s_tir.Schedule(mod, seed=seed, debug_mask=0)
         # A design space's trace has no postprocessing; the decisions are keyed by its own
         # instructions (a simplified copy would have new ones).
         s_tir.schedule.Trace(design.trace.insts, decisions).apply_to_schedule(
