@@ -340,24 +340,40 @@ def deconv_net(cin, cout, k, stride, pad, in_hw, out_pad=0, seed=0) -> bytes:
     return model.SerializeToString()
 
 
-@pytest.mark.parametrize("k,stride,pad,hw,out_pad", [
-    (4, 2, 1, (4, 4), 0),  # DCGAN's layers
-    (4, 2, 1, (5, 7), 0),  # odd, non-square input
-    (3, 2, 1, (6, 6), 1),  # kernel no multiple of the stride, output padding
-    (2, 2, 0, (3, 3), 0),
-    (5, 3, 2, (4, 5), 0),  # stride 3
-    (4, 1, 0, (1, 1), 0),  # DCGAN's first layer: a 1x1 input (a matrix-vector product)
-    (3, 2, 0, (1, 1), 0),  # strided, odd kernel: the same
+@pytest.mark.parametrize("k,stride,pad,hw,out_pad,cout", [
+    (4, 2, 1, (4, 4), 0, 16),  # DCGAN's layers
+    (4, 2, 1, (5, 7), 0, 16),  # odd, non-square input
+    (4, 2, 1, (5, 7), 0, 6),  # output channels no multiple of the block
+    (3, 2, 1, (6, 6), 1, 16),  # kernel no multiple of the stride, output padding
+    (2, 2, 0, (3, 3), 0, 6),
+    (5, 3, 2, (4, 5), 0, 16),  # stride 3
+    (4, 1, 0, (1, 1), 0, 6),  # DCGAN's first layer: a 1x1 input (a matrix-vector product)
+    (3, 2, 0, (1, 1), 0, 6),  # strided, odd kernel: the same
 ])
-def test_subpixel_matches_onnxruntime(k, stride, pad, hw, out_pad):
+def test_subpixel_matches_onnxruntime(k, stride, pad, hw, out_pad, cout):
     shape = (1, 8, *hw)
-    model = deconv_net(8, 6, k, stride, pad, hw, out_pad)
+    model = deconv_net(8, cout, k, stride, pad, hw, out_pad)
     point = hw == (1, 1)
-    # NCHW phases (sessions from before), blocked phases, 1x1 inputs as matrix products
-    for revision in (1, 2, 3):
+    # NCHW phases (sessions from before), blocked phases, 1x1 inputs as matrix products,
+    # phases at their own offsets
+    for revision in (1, 2, 3, 5):
         err, plan = _run_variant(model, shape, "subpixel", revision=revision)
         rewritten = 0 if point and revision < 3 and stride == 1 else 1
         assert plan.rewritten == rewritten and err < 1e-5, (revision, err)
+    if point:
+        return
+    # From revision 5, a phase convolution whose chunks each hold one phase computes
+    # ceil(out / stride) rows a phase; before, more where a phase starts late.
+    _, target = _target()
+    base = load_relax("onnx", model, {"input": list(shape)})
+    oh = (hw[0] - 1) * stride - 2 * pad + k + out_pad
+    for revision in (3, 5):
+        mod, _ = gv.prepare(base, target, "subpixel", revision=revision)
+        rows = int(mod["conv2d_phases"].params[-1].shape[2])  # its output buffer
+        block = gv.input_block(stride * stride * cout, gv.vector_block(target))
+        exact = revision >= 5 and cout % block == 0
+        late = 0 if exact else (stride - 1 + pad) // stride  # the largest phase offset
+        assert rows == -(-oh // stride) + late, (revision, rows)
 
 
 @pytest.mark.parametrize("name", ["dwconv:D9", "dwconv:D4"])

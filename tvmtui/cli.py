@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--variants", default="all",
         help="layout/algorithm variants to search: all (default) or a list of nchw, nchwc "
-        "(channel-blocked), winograd; the fastest measured is what export builds",
+        "(channel-blocked), winograd, subpixel (strided transposed convs); the fastest "
+        "measured is what export builds",
     )
     p.add_argument(
         "--no-reuse", action="store_true",

@@ -38,7 +38,8 @@ DEFAULT = "nchw"
 # and `subpixel` runs its phase convolution channel-blocked. 3: `subpixel` turns the
 # transposed convolution of a 1x1 input (DCGAN's first layer) into a matrix-vector product.
 # 4: `winograd` blocks the graph as `nchwc` does and runs Winograd in that layout.
-REWRITE_REVISION = 4
+# 5: `subpixel`'s blocked phase convolution computes only the outputs each phase uses.
+REWRITE_REVISION = 5
 
 
 
@@ -240,7 +241,8 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
 
         phase_block = block if revision >= 2 else None
         legalize_map["relax.nn.conv2d_transpose"] = (
-            lambda bb, call: subpixel.legalize(bb, call, plan, phase_block, revision >= 3))
+            lambda bb, call: subpixel.legalize(bb, call, plan, phase_block, revision >= 3,
+                                               revision >= 5))
     elif variant != "nchw":
         raise ValueError(f"unknown variant {variant!r}")
     with target:
