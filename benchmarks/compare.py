@@ -324,12 +324,6 @@ BELOW_PAR_WHY = {
                  "pointwise schedule with the weights packed in register-tile order, as the "
                  "vendors' GEMM micro-kernels keep them, would close it (a hand-written one "
                  "tried here reached 146 GFLOPS, no better than the tuned)",
-    "dcgan": "the sub-pixel rewrite runs each layer's s*s phases as one convolution, so "
-             "every phase computes the (h+1)x(w+1) outputs the phase with the largest offset "
-             "needs: 56%, 27% and 13% more multiply-adds than the layer's on its 4x4, 8x8 "
-             "and 16x16 inputs (272 MFLOP against 207); the phase convs run at ~80% of peak "
-             "on that padded work. A phase convolution that reads each phase's rows at its "
-             "own offset (one task, exact outputs) would take ~0.4 ms off and close it",
     "conv:C12": "on a 7x7 map Winograd's 16 small GEMMs read 4x the weights of the direct "
                 "conv (memory-bound), and the blocked direct conv reached 74% of peak where "
                 "the vendors run at ~95%: a level race, decided by noise",

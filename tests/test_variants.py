@@ -282,6 +282,11 @@ def test_estimates_and_the_variant_bandit():
     # 2.5x slower: retired only once each of its tasks has had 16 trials.
     assert losing_variants(est, {"nchw": 15, "winograd": 15}) == {}
     assert set(losing_variants(est, {"nchw": 16, "winograd": 16})) == {"nchw"}
+    # 4x slower or more: after a first batch (8 trials) already.
+    far = {"nchw": 8.4, "winograd": 2.0}
+    assert losing_variants(far, {"nchw": 7, "winograd": 7}) == {}
+    assert set(losing_variants(far, {"nchw": 8, "winograd": 8})) == {"nchw"}
+    assert losing_variants(est, {"nchw": 8, "winograd": 8}) == {}  # 2.5x: not yet
     close = {"nchw": 2.4, "winograd": 2.0}  # 1.2x: never retired
     assert losing_variants(close, {"nchw": 500, "winograd": 500}) == {}
     assert "no complete estimate" in losing_variants(
