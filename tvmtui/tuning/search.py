@@ -104,11 +104,13 @@ class DedupSearch(PySearchStrategy):
                                    for inst in design.trace.insts)
         if self.small_space:
             # No tile to sample (a layout transform, a blocked Winograd's fixed register
-            # tiles): a few dozen schedules in all, so a small population finds them; the
-            # full one cost a blocked Winograd 13 s a generation scoring its big stages, and
-            # sampling until 50 of it are unmeasured never ends well in a space this small.
+            # tiles): a few dozen schedules in all, so a small population sampled afresh
+            # and ranked by the cost model finds them, without evolving it; the full one
+            # cost a blocked Winograd 13 s a generation scoring its big stages, one evolved
+            # generation of 32 still 4 s (C12: for a batch of 4), and sampling until 50 of
+            # it are unmeasured never ends well in a space this small.
             population = min(self.population_size, SMALL_SPACE_POPULATION)
-            self.inner = EvolutionarySearch(population_size=population, genetic_num_iters=1,
+            self.inner = EvolutionarySearch(population_size=population, genetic_num_iters=0,
                                             init_min_unmeasured=population // 4,
                                             max_fail_count=2)
             self.inner._initialize_with_tune_context(self.context)
