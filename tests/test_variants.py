@@ -420,3 +420,38 @@ def test_reuse_across_sessions_is_marked_and_measured_again(cli, tmp_path):
                    "--variants", "nchw", "--no-reuse")
     assert not any(e.get("reused_from") for e in cli.json_lines(cold.stdout)
                    if e["event"] == "trial")
+
+
+def test_fast_math_matches_onnxruntime():
+    """From revision 6, sigmoid, tanh, exp and erf are TOPI's polynomials (no libm call per
+    value); the LSTM and a net of each operator still match ONNX Runtime."""
+    from tvmtui.workloads import load_workload
+
+    wl = load_workload("lstm")
+    shape = wl.input_shapes["input"]
+    _, target = _target()
+    base = load_relax("onnx", wl.model_bytes, {"input": list(shape)})
+    for revision, exact in ((5, True), (6, False)):
+        mod, _ = gv.prepare(base, target, "nchw", revision=revision)
+        text = mod.script()
+        assert ("T.sigmoid(" in text and "T.tanh(" in text) == exact, revision
+        err, _ = _run_variant(wl.model_bytes, shape, "nchw", revision=revision)
+        assert err < 1e-5, (revision, err)
+    # Each operator, and a float64 tanh, which keeps the exact form.
+    nodes = [helper.make_node(op, ["input"], [f"{op}_out"])
+             for op in ("Sigmoid", "Tanh", "Exp", "Erf")]
+    nodes += [helper.make_node("Cast", ["input"], ["wide"], to=TensorProto.DOUBLE),
+              helper.make_node("Tanh", ["wide"], ["wide_tanh"]),
+              helper.make_node("Cast", ["wide_tanh"], ["narrow"], to=TensorProto.FLOAT)]
+    nodes.append(helper.make_node("Sum", [n.output[0] for n in nodes[:4]] + ["narrow"],
+                                  ["output"]))
+    graph = helper.make_graph(
+        nodes, "fast", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 4, 33])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 4, 33])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    err, _ = _run_variant(model.SerializeToString(), (1, 4, 33), "nchw")
+    assert err < 1e-5, err
+    base = load_relax("onnx", model.SerializeToString(), {"input": [1, 4, 33]})
+    text = gv.prepare(base, target, "nchw")[0].script()
+    assert text.count("T.tanh(") == 1 and "float64" in text  # the float64 one only

@@ -17,6 +17,9 @@ A variant is one rewrite of the whole graph; the tuner measures each and keeps t
   plus an interleave (`subpixel.py`), instead of a convolution over a zero-dilated input;
   that of a 1x1 input as a matrix-vector product.
 
+Whatever the variant, float32 sigmoid, tanh, exp and erf become polynomials that vectorize
+(`fastmath.py`, from rewrite revision 6).
+
 `prepare` must run, with the same variant and rewrite revision, before task extraction,
 export and the bench build: then all three compile the same graph and the database's keys
 match.
@@ -39,7 +42,9 @@ DEFAULT = "nchw"
 # transposed convolution of a 1x1 input (DCGAN's first layer) into a matrix-vector product.
 # 4: `winograd` blocks the graph as `nchwc` does and runs Winograd in that layout.
 # 5: `subpixel`'s blocked phase convolution computes only the outputs each phase uses.
-REWRITE_REVISION = 5
+# 6: every variant legalizes float32 sigmoid, tanh, exp and erf to TOPI's polynomial forms,
+# which vectorize (`fastmath.py`).
+REWRITE_REVISION = 6
 
 
 
@@ -245,6 +250,10 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
                                                revision >= 5))
     elif variant != "nchw":
         raise ValueError(f"unknown variant {variant!r}")
+    if revision >= 6:
+        from tvmtui.graph import fastmath
+
+        legalize_map.update(fastmath.legalizations())
     with target:
         mod = tvm.transform.Sequential([
             relax.transform.LegalizeOps(customize_legalize_map=legalize_map),
