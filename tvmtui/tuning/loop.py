@@ -93,7 +93,7 @@ class SearchLoop:
         from tvm.s_tir import meta_schedule as ms
 
         from tvmtui.tuning.search import DedupSearch, module_hash
-        from tvmtui.tuning.spaces import space_generator
+        from tvmtui.tuning.spaces import is_tiny, space_generator
 
         strategy = DedupSearch(
             population_size=int(self.options.get("population", 256)),
@@ -106,7 +106,10 @@ class SearchLoop:
         for i in ids:
             ctx, weight = ms.relax_integration.extracted_tasks_to_tune_contexts(
                 [self.extracted[i]], work_dir=str(self.session.path),
-                space=space_generator(self.target, self.tasks[i].without), strategy=strategy,
+                space=space_generator(self.target, self.tasks[i].without,
+                                      is_tiny(self.extracted[i].dispatched[0],
+                                              self.tasks[i].info.flops)),
+                strategy=strategy,
                 num_threads=int(self.meta["target"].get("num-cores", 1)), seed=seed + 31 * i)
             if ctx:  # an already scheduled function has nothing to tune
                 contexts += ctx

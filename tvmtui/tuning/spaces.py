@@ -13,6 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SAMPLES = 6  # random replays of each design before a space is called unusable
+# A task of at most this much work (its FLOPs, or the values it writes if more) also gets a
+# design space run on one thread: a parallel launch costs ~1 us on this 2-core VM, and an
+# LSTM cell's gates (128 values, 0.2 us of work on one core) took 1 us parallel.
+SERIAL_WORK = 65536
 
 
 @dataclass(frozen=True)
@@ -35,21 +39,56 @@ def _kind(target) -> str:
     return "cuda" if target.kind.name == "cuda" else "llvm"
 
 
-def space_generator(target, without: str | None):
-    """The space generator for a task: MetaSchedule's default, or it minus one part."""
+def space_generator(target, without: str | None, tiny: bool = False):
+    """The space generator for a task: MetaSchedule's default, or it minus one part; for a
+    `tiny` task on a CPU (see SERIAL_WORK), that and the same run on one thread, measured
+    against each other."""
     from tvm.s_tir import meta_schedule as ms
 
-    if without is None:
-        return "post-order-apply"
     kind = _kind(target)
-    rules, postprocs = ms.ScheduleRule.create(kind), ms.Postproc.create(kind)
-    part, name = without.split(":", 1)
-    if part == "rule":
-        rules = [r for r in rules if type(r).__name__ != name]
-    else:
-        postprocs = [p for p in postprocs if type(p).__name__ != name]
-    return ms.space_generator.PostOrderApply(
-        sch_rules=rules, postprocs=postprocs, mutator_probs=ms.Mutator.create(kind))
+    if without is None and not (tiny and kind == "llvm"):
+        return "post-order-apply"
+
+    def generator(serial: bool):
+        rules, postprocs = ms.ScheduleRule.create(kind), ms.Postproc.create(kind)
+        if without is not None:
+            part, name = without.split(":", 1)
+            if part == "rule":
+                rules = [r for r in rules if type(r).__name__ != name]
+            else:
+                postprocs = [p for p in postprocs if type(p).__name__ != name]
+        if serial:
+            rules = [_serial(r) for r in rules]
+        return ms.space_generator.PostOrderApply(
+            sch_rules=rules, postprocs=postprocs, mutator_probs=ms.Mutator.create(kind))
+
+    if not (tiny and kind == "llvm"):
+        return generator(False)
+    return ms.space_generator.SpaceGeneratorUnion([generator(False), generator(True)])
+
+
+def _serial(rule):
+    """`rule`, or the CPU's parallelize-vectorize-unroll rule with no parallel loop."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if not isinstance(rule, ms.schedule_rule.ParallelizeVectorizeUnroll):
+        return rule
+    return ms.schedule_rule.ParallelizeVectorizeUnroll(
+        max_jobs_per_core=-1, max_vectorize_extent=64, unroll_max_steps=[0, 16, 64, 512],
+        unroll_explicit=True)
+
+
+def is_tiny(mod, flops: float) -> bool:
+    """At most SERIAL_WORK FLOPs, and as many values written (the last buffer of `mod`'s
+    function: TE-made functions write their output last)."""
+    try:
+        func = next(iter(mod.functions.values()))
+        written = 1
+        for extent in func.params[-1].shape:
+            written *= int(extent)
+    except (StopIteration, AttributeError, IndexError, TypeError, ValueError):
+        return False
+    return max(flops, written) <= SERIAL_WORK
 
 
 def probe(mod, target, space) -> str | None:
