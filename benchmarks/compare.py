@@ -314,12 +314,6 @@ BELOW_PAR_WHY = {
     "dqn": "the 3136x512 matrix-vector product reads 6.4 MB of weights a frame (L3 "
            "bandwidth, not FMAs, bounds it) and its 7x7 Winograd layer confirmed at half its "
            "best trial; fp16/int8 weights for the dense layer would close it",
-    "lstm": "56 kernel calls (17 distinct) whose sum, 0.149 ms since the gates' sigmoid "
-            "and tanh vectorize (rewrite revision 6; 0.165 before), is below LiteRT's whole "
-            "run, but the deployed run adds ~0.8 us a call (the VM's dispatch and a "
-            "parallel launch for kernels of a microsecond); its gate matmuls (batch 1) are "
-            "bound by reading weights (~30% of peak). One kernel per cell (the gates fused "
-            "into the matmul's epilogue, c and h written together) would close it",
     "mobilenet": "its 1x1 convs (the 8 largest tasks, ~85% of the time) run at 70-81% of "
                  "peak in NCHW8c, while OpenVINO runs the whole network, depthwise layers "
                  "included, at ~78%: the pointwise GEMM's inner loop is what is short. A "
