@@ -311,9 +311,12 @@ BELOW_PAR_WHY = {
                  "ms) that LiteRT, fed NHWC outside the timed call, never does; so the NCHW "
                  "kernel (0.021 ms) wins within tvmtui. An NHWC depthwise variant (channels "
                  "in the vector lanes, no transform at the edges) would close it",
-    "dqn": "the 3136x512 matrix-vector product reads 6.4 MB of weights a frame (L3 "
-           "bandwidth, not FMAs, bounds it) and its 7x7 Winograd layer confirmed at half its "
-           "best trial; fp16/int8 weights for the dense layer would close it",
+    "dqn": "the 3136x512 matrix-vector product reads 6.4 MB of weights a frame: 0.057 ms "
+           "alone (L3 bandwidth, ~110 GB/s), but 0.093 ms inside the deployed run (timed per "
+           "call through the VM's instrument hook), where the other layers share the L3 with "
+           "it, and the input's layout transform 0.030 ms against 0.007 alone: together the "
+           "deployed time above the layers' sum. The dense layer's weights in fp16 or int8 "
+           "(half or a quarter of the bytes) would close it",
     "mobilenet": "its 1x1 convs (the 8 largest tasks, ~85% of the time) run at 70-81% of "
                  "peak in NCHW8c, while OpenVINO runs the whole network, depthwise layers "
                  "included, at ~78%: the pointwise GEMM's inner loop is what is short. A "
