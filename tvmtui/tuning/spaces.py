@@ -74,8 +74,9 @@ def _serial(rule):
     if not isinstance(rule, ms.schedule_rule.ParallelizeVectorizeUnroll):
         return rule
     return ms.schedule_rule.ParallelizeVectorizeUnroll(
-        max_jobs_per_core=-1, max_vectorize_extent=64, unroll_max_steps=[0, 16, 64, 512],
-        unroll_explicit=True)
+        max_jobs_per_core=-1, max_vectorize_extent=int(rule.max_vectorize_extent),
+        unroll_max_steps=[int(v) for v in rule.unroll_max_steps],
+        unroll_explicit=bool(rule.unroll_explicit))
 
 
 def is_tiny(mod, flops: float) -> bool:
