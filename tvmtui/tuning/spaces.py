@@ -46,7 +46,8 @@ def space_generator(target, without: str | None, tiny: bool = False):
     from tvm.s_tir import meta_schedule as ms
 
     kind = _kind(target)
-    if without is None and not (tiny and kind == "llvm"):
+    serial_too = tiny and kind == "llvm"
+    if without is None and not serial_too:
         return "post-order-apply"
 
     def generator(serial: bool):
@@ -62,7 +63,7 @@ def space_generator(target, without: str | None, tiny: bool = False):
         return ms.space_generator.PostOrderApply(
             sch_rules=rules, postprocs=postprocs, mutator_probs=ms.Mutator.create(kind))
 
-    if not (tiny and kind == "llvm"):
+    if not serial_too:
         return generator(False)
     return ms.space_generator.SpaceGeneratorUnion([generator(False), generator(True)])
 
