@@ -306,17 +306,20 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
 # behind the closing notes of issue 10 (per-kernel timings, bandwidth), shown under the
 # row only while it stays below par.
 BELOW_PAR_WHY = {
-    "dwconv:D9": "the blocked depthwise kernel alone runs 0.013 ms, 1.5x LiteRT's whole "
-                 "run, but a standalone NCHW op pays two layout transforms around it (0.015 "
-                 "ms) that LiteRT, fed NHWC outside the timed call, never does; so the NCHW "
-                 "kernel (0.021 ms) wins within tvmtui. An NHWC depthwise variant (channels "
-                 "in the vector lanes, no transform at the edges) would close it",
-    "dqn": "the 3136x512 matrix-vector product reads 6.4 MB of weights a frame: 0.057 ms "
-           "alone (L3 bandwidth, ~110 GB/s), but 0.093 ms inside the deployed run (timed per "
-           "call through the VM's instrument hook), where the other layers share the L3 with "
-           "it, and the input's layout transform 0.030 ms against 0.007 alone: together the "
-           "deployed time above the layers' sum. The dense layer's weights in fp16 or int8 "
-           "(half or a quarter of the bytes) would close it",
+    "dwconv:D9": "the blocked depthwise kernel runs 0.006 ms (77% of peak), but a "
+                 "standalone NCHW op pays two layout transforms around it (0.006 ms each: "
+                 "200 KB transposed each way) that LiteRT, fed NHWC outside the timed call, "
+                 "never does, and three parallel launches instead of one. Fusing the output "
+                 "transform into the kernel (Relax's FuseOps keeps an injective consumer out "
+                 "of a reduction) would save one launch and a 200 KB round trip, about the "
+                 "0.001 ms missing",
+    "dqn": "the layers alone sum to about LiteRT's whole run. Deployed, `perf` over a steady "
+           "loop puts the 3136x512 matrix-vector product (6.4 MB of weights from L3, 0.058 "
+           "ms alone) and the first conv each ~20% slower than alone, where each call finds "
+           "its own inputs and outputs in its core's cache; rewrite revision 7 took the input "
+           "transform's false sharing off (0.230 -> 0.192 ms). The first conv at 71% of peak "
+           "(an earlier tune reached 78%) and the dense layer's weights in fp16 (half the "
+           "bytes, outside the 1e-4 parity gate) are what is left",
     "mobilenet": "its 1x1 convs (the 8 largest tasks, ~85% of the time) run at 70-81% of "
                  "peak in NCHW8c, while OpenVINO runs the whole network, depthwise layers "
                  "included, at ~78%: the pointwise GEMM's inner loop is what is short. A "

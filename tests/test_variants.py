@@ -455,3 +455,57 @@ def test_fast_math_matches_onnxruntime():
     base = load_relax("onnx", model.SerializeToString(), {"input": [1, 4, 33]})
     text = gv.prepare(base, target, "nchw")[0].script()
     assert text.count("T.tanh(") == 1 and "float64" in text  # the float64 one only
+
+
+def _transform_writes(mod) -> list[bool]:
+    """For each layout transform of a prepared module: does its block write its output at
+    its own loop indices, in order (walking the output)?"""
+    import re
+
+    found = []
+    for gvar, func in mod.functions.items():
+        if gvar.name_hint.startswith("te_layout_transform"):
+            text = func.script()
+            loops = re.search(r"(v_\w+(?:, v_\w+)*) = T\.axis\.remap", text).group(1)
+            written = re.search(r"T\.writes\(\w+\[([^\]]*)\]\)", text).group(1)
+            found.append(written == loops)
+    return found
+
+
+def test_layout_transforms_walk_their_output():
+    """From revision 7 an activation's layout transform loops over its output (threads
+    write whole cache lines of their own) and still matches ONNX Runtime; a transform that
+    pads keeps TVM's form, and is exact."""
+    from tvm import relax
+
+    layers, shape = NETS["4ch-8x8s4"]  # NCHW to NCHW4c in, NCHW[x]c to NCHW out
+    model = conv_net(layers, shape)
+    _, target = _target()
+    base = load_relax("onnx", model, {"input": list(shape)})
+    errors = []
+    for revision, walks_output in ((6, False), (7, True)):
+        mod, _ = gv.prepare(base, target, "nchwc", revision=revision)
+        writes = _transform_writes(mod)
+        assert len(writes) == 2 and all(w == walks_output for w in writes), (revision, writes)
+        errors.append(_run_variant(model, shape, "nchwc", revision=revision)[0])
+    assert errors[0] == errors[1] < 1e-4, errors  # the same copies: the same output
+    # 12 channels in blocks of 8: padded, so the stock transform, and still exact.
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 12, 5, 3), "float32"))
+    with bb.function("main", [x]):
+        y = bb.emit(relax.op.layout_transform(x, lambda n, c, h, w: (n, c // 8, h, w, c % 8),
+                                              pad_value=0.0))
+        bb.emit_func_output(y)
+    with target:
+        mod = relax.transform.LegalizeOps(
+            customize_legalize_map={"relax.layout_transform": gv._legalize_layout_transform}
+        )(bb.get())
+    assert [g.name_hint for g in mod.functions if g.name_hint.startswith("te_")] == [
+        "te_layout_transform_with_pad"]  # TVM's, which walks the output when it pads
+    tvm = _target()[0]
+    data = np.random.default_rng(0).standard_normal((1, 12, 5, 3)).astype(np.float32)
+    got = relax.VirtualMachine(relax.build(mod, target=target), tvm.cpu())["main"](
+        tvm.runtime.tensor(data)).numpy()
+    want = np.zeros((1, 16, 5, 3), np.float32)
+    want[:, :12] = data
+    np.testing.assert_array_equal(got, want.reshape(1, 2, 8, 5, 3).transpose(0, 1, 3, 4, 2))

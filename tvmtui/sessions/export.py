@@ -96,7 +96,8 @@ def export_session(session: st.Session, out: Path) -> dict:
         "device": meta.get("device", {"kind": "local"}),
         "fingerprint": meta.get("fingerprint"),
         "compile_s": round(time.time() - start, 2),
-        # TVM on x86 runs half the hardware threads unless told (it assumes hyper-threading).
+        # TVM on x86 runs half the hardware threads unless told (it assumes hyper-threading),
+        # and re-reads the CPU count from /sys at every parallel kernel launch.
         "run_with": {"TVM_NUM_THREADS": int(meta["target"].get("num-cores", 1))},
         "exported": time.time(),
         "notes": notes,
