@@ -307,6 +307,27 @@ def test_estimates_and_the_variant_bandit():
                            partial={"winograd": (1.7, 60)}) == {}
 
 
+def test_negligible_tasks_stop_after_their_first_batches():
+    """A task under 2% of every estimate it is part of gets no more trials once measured
+    16 times, smallest first, while those retired stay under 5% of the estimate together."""
+    from tvmtui.tuning.estimate import negligible_tasks, variant_estimates
+
+    # DQN-like: ms 0.058 (dense), 0.045, 0.030, 0.016, 0.004 (transform), 0.0015 (dense).
+    bests = [0.058, 0.045, 0.030, 0.016, 0.004, 0.0015]
+    tasks = [({"winograd": 1}, b / 1000, 40) for b in bests]
+    est = variant_estimates((w, b) for w, b, _ in tasks)
+    assert negligible_tasks(tasks, est) == {5: pytest.approx(0.0015 / sum(bests))}
+    young = [*tasks[:5], ({"winograd": 1}, 0.0015 / 1000, 15)]  # one batch short
+    assert negligible_tasks(young, est) == {}
+    # Twenty tasks of 1% each: only four fit under the 5% total.
+    many = [({"nchw": 1}, 0.0001, 16)] * 20 + [({"nchw": 1}, 0.0079, 16)]  # 1.01% each
+    assert len(negligible_tasks(many, variant_estimates((w, b) for w, b, _ in many))) == 4
+    # A task also run by a variant without a complete estimate is kept.
+    mixed = [*tasks, ({"winograd": 1, "nchw": 1}, 0.000001, 30), ({"nchw": 1}, None, 0)]
+    est = variant_estimates((w, b) for w, b, _ in mixed)
+    assert 6 not in negligible_tasks(mixed, est)
+
+
 def test_trials_go_to_the_leading_variant_first():
     from tvmtui.tuning.estimate import (
         OTHER_VARIANT_WEIGHT,

@@ -197,6 +197,23 @@ class BatchRecording:
         for i, task in enumerate(self.tasks):
             if i in self.task_keys and set(task.info.weights) <= self.retired_variants:
                 self.memory.retired.add(self.task_keys[i])
+        self._retire_negligible_tasks()
+
+    def _retire_negligible_tasks(self) -> None:
+        """Stop tuning the tasks too small to move any variant's estimate."""
+        from tvmtui.tuning.estimate import negligible_tasks
+
+        small = negligible_tasks([(t.info.weights, t.best_s, t.trials) for t in self.tasks],
+                                 self.estimates())
+        for i, share in small.items():
+            key = self.task_keys.get(i)
+            if key is None or key in self.memory.retired or key in self.memory.exhausted:
+                continue
+            self.memory.retired.add(key)
+            task = self.tasks[i]
+            self.emit_notice(f"task {i} ({task.info.name}) gets no more trials: "
+                             f"{1000 * task.best_s:.4f} ms after {task.trials} trials, "
+                             f"{100 * share:.1f}% of the estimate")
 
     def estimate_ms(self) -> float | None:
         """The session's estimate: that of the fastest complete variant."""
