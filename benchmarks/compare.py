@@ -313,13 +313,14 @@ BELOW_PAR_WHY = {
                  "transform into the kernel (Relax's FuseOps keeps an injective consumer out "
                  "of a reduction) would save one launch and a 200 KB round trip, about the "
                  "0.001 ms missing",
-    "dqn": "the layers alone sum to about LiteRT's whole run. Deployed, `perf` over a steady "
-           "loop puts the 3136x512 matrix-vector product (6.4 MB of weights from L3, 0.058 "
-           "ms alone) and the first conv each ~20% slower than alone, where each call finds "
-           "its own inputs and outputs in its core's cache; rewrite revision 7 took the input "
-           "transform's false sharing off (0.230 -> 0.192 ms). The first conv at 71% of peak "
-           "(an earlier tune reached 78%) and the dense layer's weights in fp16 (half the "
-           "bytes, outside the 1e-4 parity gate) are what is left",
+    "dqn": "the layers sum to less than LiteRT's whole run (0.159-0.178 ms across this "
+           "stop's benches), but run ~0.045 ms slower deployed. `perf` over a steady loop puts "
+           "the 3136x512 matrix-vector product (6.4 MB of weights from L3, 0.058 ms alone) and "
+           "the first conv each ~20% slower in the run than alone, where each call finds its "
+           "own inputs and outputs in its core's cache, and ~10% of the CPU time in the thread "
+           "pool's idle spinning. Rewrite revision 7 took the input transform's false sharing "
+           "off (0.230 -> 0.192 ms). The dense layer's weights in fp16 (half the bytes) would "
+           "close the rest, but not within the 1e-4 parity gate",
     "mobilenet": "its 1x1 convs (the 8 largest tasks, ~85% of the time) run at 70-81% of "
                  "peak in NCHW8c, while OpenVINO runs the whole network, depthwise layers "
                  "included, at ~78%: the pointwise GEMM's inner loop is what is short. A "
