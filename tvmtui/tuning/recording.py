@@ -174,7 +174,7 @@ class BatchRecording:
 
     def retire_losing_variants(self) -> None:
         """Stop tuning the tasks only clearly slower variants run (a bandit over variants:
-        trials go to the variants still in the race)."""
+        trials go to the variants still in the race), and those too small to matter."""
         from tvmtui.tuning.estimate import losing_variants, partial_estimates
 
         if not self.task_keys:
