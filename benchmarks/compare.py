@@ -313,8 +313,8 @@ BELOW_PAR_WHY = {
                  "transform into the kernel (Relax's FuseOps keeps an injective consumer out "
                  "of a reduction) would save one launch and a 200 KB round trip, about the "
                  "0.001 ms missing",
-    "dqn": "the layers sum to less than LiteRT's whole run (0.159-0.178 ms across this "
-           "stop's benches), but run ~0.045 ms slower deployed. `perf` over a steady loop puts "
+    "dqn": "the layers sum to less than LiteRT's whole run (0.159-0.178 ms in two benches "
+           "an hour apart), but run ~0.045 ms slower deployed. `perf` over a steady loop puts "
            "the 3136x512 matrix-vector product (6.4 MB of weights from L3, 0.058 ms alone) and "
            "the first conv each ~20% slower in the run than alone, where each call finds its "
            "own inputs and outputs in its core's cache, and ~10% of the CPU time in the thread "
