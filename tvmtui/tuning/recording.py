@@ -187,7 +187,8 @@ class BatchRecording:
         labels = {v: p.get("label", v) for v, p in self.plans.items()}
         partial = partial_estimates((t.info.weights, t.best_s, t.trials) for t in self.tasks
                                     if t.info.flops > 0)
-        losing = losing_variants(self.estimates(), min_trials, labels, partial)
+        estimates = self.estimates()
+        losing = losing_variants(estimates, min_trials, labels, partial)
         for variant, why in losing.items():
             if variant in self.retired_variants:
                 continue
@@ -197,14 +198,14 @@ class BatchRecording:
         for i, task in enumerate(self.tasks):
             if i in self.task_keys and set(task.info.weights) <= self.retired_variants:
                 self.memory.retired.add(self.task_keys[i])
-        self._retire_negligible_tasks()
+        self._retire_negligible_tasks(estimates)
 
-    def _retire_negligible_tasks(self) -> None:
+    def _retire_negligible_tasks(self, estimates: dict[str, float | None]) -> None:
         """Stop tuning the tasks too small to move any variant's estimate."""
         from tvmtui.tuning.estimate import negligible_tasks
 
         small = negligible_tasks([(t.info.weights, t.best_s, t.trials) for t in self.tasks],
-                                 self.estimates())
+                                 estimates)
         for i, share in small.items():
             key = self.task_keys.get(i)
             if key is None or key in self.memory.retired or key in self.memory.exhausted:
