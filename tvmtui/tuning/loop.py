@@ -15,7 +15,13 @@ class SearchLoop:
 
     def tune(self) -> str:
         """Tune until the budget is spent or a stop is asked; returns the final state."""
+        final = self._rounds()
+        # A search that finds a space used up while building a batch ends that task with
+        # no batch to record: say so here too.
+        self._notice_exhausted()
+        return final
 
+    def _rounds(self) -> str:
         self._cold_pass()
         failures = 0
         while not self.control.stop and self.trials_total < self.control.budget:
