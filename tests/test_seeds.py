@@ -11,9 +11,12 @@ import pytest
 from tests.test_variants import conv_net
 from tvmtui.tuning import seeds as sd
 
-SHAPES = [  # (n, chunks, oh, ow, lanes, ic, kh, kw): C12, C2, an odd 3x3 map, an RGB input
+SHAPES = [  # (n, chunks, oh, ow, lanes, ic, kh, kw): C12, C2, an odd 3x3 map, an RGB input,
+    # MobileNet's 1x1 layers (14x14, 56x56, 7x7) and a 1x1 whose chunks and map are odd
     [1, 64, 7, 7, 8, 512, 3, 3], [1, 8, 56, 56, 8, 64, 3, 3], [1, 4, 3, 3, 8, 32, 3, 3],
     [1, 2, 15, 15, 8, 3, 3, 3], [1, 2, 9, 9, 8, 16, 3, 3],
+    [1, 64, 14, 14, 8, 512, 1, 1], [1, 16, 56, 56, 8, 64, 1, 1], [1, 128, 7, 7, 8, 1024, 1, 1],
+    [1, 3, 9, 7, 8, 24, 1, 1],
 ]
 
 
@@ -29,7 +32,24 @@ def test_tilings_split_every_loop_exactly(extents):
     assert len(set(plans)) == len(plans)
 
 
-def test_seeds_compute_the_convolution():
+@pytest.mark.parametrize("extents,first", [
+    ([1, 64, 14, 14, 8, 512, 1, 1], [(2, 2, 2), (4, 1, 2), (4, 2, 1)]),
+    ([1, 16, 56, 56, 8, 64, 1, 1], [(2, 2, 2), (4, 1, 2), (2, 1, 4)]),
+    ([1, 128, 7, 7, 8, 1024, 1, 1], []),  # no eight-accumulator tile divides a 7x7 map
+    ([1, 64, 14, 14, 8, 512, 3, 3], []),  # a 3x3 conv keeps the row tiles
+])
+def test_pointwise_convs_lead_with_eight_accumulator_tiles(extents, first):
+    plans = sd.tilings(extents)
+    regs = [(p.tiles[1][-1], p.tiles[2][-1], p.tiles[3][-1]) for p in plans]
+    assert regs[:len(first)] == first
+    assert all(c * r * q == 8 for c, r, q in regs[:len(first)])
+    rows = sd.tilings([*extents[:6], 3, 3])  # the same layer as a 3x3: rows only
+    assert plans[len(first):] == [t for t in (sd.Tiling((*p.tiles[:6], *plans[0].tiles[6:]), p.unroll)
+                                              for p in rows) if t not in plans[:len(first)]]
+
+
+@pytest.mark.parametrize("k,h,w", [(3, 7, 7), (1, 6, 10)])  # a 1x1 takes the 2x2x2 tile
+def test_seeds_compute_the_convolution(k, h, w):
     import tvm
     from tvm import te, topi
     from tvm.s_tir import meta_schedule as ms
@@ -39,28 +59,29 @@ def test_seeds_compute_the_convolution():
 
     import_tvm(local_cpu_target())
     target = tvm.target.Target(local_cpu_target())
-    data = te.placeholder((1, 3, 7, 7, 8), name="data")
-    kernel = te.placeholder((4, 3, 3, 3, 8, 8), name="kernel")
+    data = te.placeholder((1, 3, h, w, 8), name="data")
+    kernel = te.placeholder((4, 3, k, k, 8, 8), name="kernel")
+    pad = (k - 1) // 2
     with target:
-        out = topi.nn.conv2d_NCHWc(data, kernel, (1, 1), (1, 1), (1, 1), "NCHW8c", "NCHW8c",
-                                   "float32")
+        out = topi.nn.conv2d_NCHWc(data, kernel, (1, 1), (pad, pad), (1, 1), "NCHW8c",
+                                   "NCHW8c", "float32")
     mod = tvm.IRModule({"main": te.create_prim_func([data, kernel, out])})
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
                          task_name="conv", num_threads=2)
     scheds = sd.seeds(mod, ctx.generate_design_space(), list(ctx.space_generator.postprocs))
     assert 0 < len(scheds) <= sd.MAX_SEEDS
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, 3, 7, 7, 8)).astype(np.float32)
-    w = rng.standard_normal((4, 3, 3, 3, 8, 8)).astype(np.float32)
+    x = rng.standard_normal((1, 3, h, w, 8)).astype(np.float32)
+    wt = rng.standard_normal((4, 3, k, k, 8, 8)).astype(np.float32)
     # Reference: unblock to NCHW / OIHW and convolve in float64.
-    xn = x.transpose(0, 1, 4, 2, 3).reshape(1, 24, 7, 7).astype(np.float64)
-    wn = w.transpose(0, 5, 1, 4, 2, 3).reshape(32, 24, 3, 3).astype(np.float64)
-    xp = np.pad(xn, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    want = np.zeros((1, 32, 7, 7))
-    for i in range(3):
-        for j in range(3):
-            want += np.einsum("nchw,oc->nohw", xp[:, :, i:i + 7, j:j + 7], wn[:, :, i, j])
-    want = want.reshape(1, 4, 8, 7, 7).transpose(0, 1, 3, 4, 2)
+    xn = x.transpose(0, 1, 4, 2, 3).reshape(1, 24, h, w).astype(np.float64)
+    wn = wt.transpose(0, 5, 1, 4, 2, 3).reshape(32, 24, k, k).astype(np.float64)
+    xp = np.pad(xn, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    want = np.zeros((1, 32, h, w))
+    for i in range(k):
+        for j in range(k):
+            want += np.einsum("nchw,oc->nohw", xp[:, :, i:i + h, j:j + w], wn[:, :, i, j])
+    want = want.reshape(1, 4, 8, h, w).transpose(0, 1, 3, 4, 2)
     # Evolution replays a seed's trace without its postprocessing, with decisions mutated
     # (here every compute location moved): the trace must say where postprocessing starts.
     from tvm import s_tir
@@ -72,10 +93,13 @@ def test_seeds_compute_the_convolution():
                  for i, d in trace.decisions.items()}
         replay = s_tir.Schedule(mod, debug_mask=0)
         s_tir.schedule.Trace(trace.insts, moved).apply_to_schedule(replay, remove_postproc=True)
+    if k == 1:  # the first seeds hold 2 channel blocks x 2 rows x 2 columns
+        first = sd.tilings([1, 4, h, w, 8, 24, 1, 1])[0].tiles
+        assert (first[1][-1], first[2][-1], first[3][-1]) == (2, 2, 2)
     for sch in scheds[:3]:
         lib = tvm.driver.build(sch.mod, target=target)
-        got = tvm.runtime.tensor(np.zeros((1, 4, 7, 7, 8), np.float32))
-        lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(w), got)
+        got = tvm.runtime.tensor(np.zeros((1, 4, h, w, 8), np.float32))
+        lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(wt), got)
         assert np.max(np.abs(got.numpy() - want)) < 1e-3
 
 

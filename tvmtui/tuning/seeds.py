@@ -21,6 +21,16 @@ BLOCKS = {"conv2d_NCHWc": ("ic", "kh", "kw")}
 MAX_SEEDS = 12  # per task: a cold batch is 16
 REGISTERS = 14  # vector accumulators that fit beside a weight and a broadcast (16 regs)
 UNROLL = (1, 2)  # decisions of the unroll categorical: max steps 16 and 64
+# A pointwise (1x1) conv's register tile, (channel blocks, output rows, output columns):
+# eight accumulators, as many as keep both FMA pipes busy (4-cycle latency), spread so
+# that each weight vector and each broadcast input feeds two or more of them. Replayed
+# on MobileNet's 1x1 layers (this znver3 VM, medians of 2): 14x14 512->512 c2 r2 q2
+# 190 GFLOPS, 28x28 256->256 c4 r1 q2 188, 56x56 64->128 c2 r1 q4 180, where the
+# seven-pixel row tile below reached 158, 125 and 131 (the tuned session's best, 146 on
+# the 14x14). 3x3 convs measured alike with either (28x28 128->128: 143 against 142),
+# and a 7x7 map has no such tile (c8 r1 q1: 87 against 157), so those keep the rows.
+POINTWISE_TILES = ((2, 2, 2), (4, 1, 2), (2, 1, 4), (4, 2, 1))
+POINTWISE_SEEDED = 3  # of those that divide the layer, in this order
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,28 @@ def divisors(n: int) -> list[int]:
 
 def tilings(extents: list[int]) -> list[Tiling]:
     """Seeds for a blocked conv whose block loops have these extents (see BLOCKS)."""
+    return list(dict.fromkeys(_pointwise_tilings(extents) + _row_tilings(extents)))
+
+
+def _reduction(lanes: int, red: list[int]) -> list[tuple[int, ...]]:
+    """The input channels reduced a block at a time, the kernel window whole inside."""
+    ic, *kernel = red
+    inner = lanes if ic % lanes == 0 else ic
+    return [(ic // inner, inner), *((1, k) for k in kernel)]
+
+
+def _pointwise_tilings(extents: list[int]) -> list[Tiling]:
+    n, chunks, oh, ow, lanes, *red = extents
+    if any(k != 1 for k in red[1:]):
+        return []
+    fits = [(c, r, q) for c, r, q in POINTWISE_TILES
+            if chunks % c == 0 and oh % r == 0 and ow % q == 0][:POINTWISE_SEEDED]
+    return [Tiling(((n, 1, 1, 1), (chunks // c, 1, 1, c), (oh // r, 1, 1, r),
+                    (ow // q, 1, 1, q), (1, 1, 1, lanes), *_reduction(lanes, red)), UNROLL[-1])
+            for c, r, q in fits]
+
+
+def _row_tilings(extents: list[int]) -> list[Tiling]:
     n, chunks, oh, ow, lanes, *red = extents
     # Output pixels per register tile: the divisors of the row from 4 to 8, largest first
     # (ow=56 -> 8, 7, 4; ow=7 -> 7), with one or two channel blocks; a row with none
@@ -55,10 +87,7 @@ def tilings(extents: list[int]) -> list[Tiling]:
         rows = (1, 1, oh, 1) if rows_inner else (oh, 1, 1, 1)
         spatial = [(n, 1, 1, 1), (chunks // chunk_reg, 1, 1, chunk_reg), rows,
                    (ow // reg, 1, 1, reg), (1, 1, 1, lanes)]
-        ic, *kernel = red
-        inner = lanes if ic % lanes == 0 else ic
-        reduction = [(ic // inner, inner), *((1, k) for k in kernel)]
-        out.append(Tiling(tuple(spatial + reduction), unroll))
+        out.append(Tiling(tuple(spatial + _reduction(lanes, red)), unroll))
     return out
 
 
