@@ -530,3 +530,43 @@ def test_layout_transforms_walk_their_output():
     want = np.zeros((1, 16, 5, 3), np.float32)
     want[:, :12] = data
     np.testing.assert_array_equal(got, want.reshape(1, 2, 8, 5, 3).transpose(0, 1, 3, 4, 2))
+
+
+def test_layout_transforms_that_move_nothing_are_views():
+    """From revision 8 a layout transform that keeps every element at its flat offset (an
+    RGB input to NCHW1c) is a zero-copy view, not a kernel to tune and run; the tuned build
+    (the export's and bench's path) still matches ONNX Runtime."""
+    from tvm import relax
+    from tvm.s_tir import meta_schedule as ms
+
+    tvm, target = _target()
+    layers, shape = NETS["rgb-15x15"]
+    model = conv_net(layers, shape)
+    base = load_relax("onnx", model, {"input": list(shape)})
+    tasks = {}
+    for revision in (7, 8):
+        mod, _ = gv.prepare(base, target, "nchwc", revision=revision)
+        tasks[revision] = [t.task_name for t in gv.extract_tasks(mod, target)]
+    assert "R.memory.view(input" in mod["main"].script()
+    assert len(tasks[7]) == len(tasks[8]) + 1  # the input's transform, gone
+    assert sum(n.startswith("te_layout_transform") for n in tasks[8]) == 1  # the output's stays
+    vm = relax.VirtualMachine(gv.compile_tuned(ms.database.MemoryDatabase(), mod, target),
+                              tvm.cpu())
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    want = ort.InferenceSession(model).run(None, {"input": x})[0]
+    got = vm["main"](tvm.runtime.tensor(x)).numpy()
+    assert np.max(np.abs(got - want) / np.maximum(np.abs(want), 1.0)) < 1e-4
+
+
+@pytest.mark.parametrize("pattern,shape,keeps", [
+    (lambda n, c, h, w: (n, c, h, w, 0 * c), (1, 3, 15, 15), True),  # NCHW1c
+    (lambda n, c, h, w: (n, c // 8, h, w, c % 8), (1, 16, 1, 1), True),  # a 1x1 map
+    (lambda n, c, h, w: (n, c // 4, h, w, c % 4), (1, 4, 21, 21), False),  # DQN's NCHW4c
+    (lambda n, c, h, w: (n, h, w, c), (1, 8, 2, 2), False),  # NHWC
+])
+def test_a_view_only_where_no_element_moves(pattern, shape, keeps):
+    from tvm import tirx
+
+    _target()
+    index_map = tirx.IndexMap.from_func(pattern, index_dtype="int64")
+    assert gv._keeps_order(index_map, list(shape)) is keeps

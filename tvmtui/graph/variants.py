@@ -28,6 +28,7 @@ match.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 VARIANTS = ("nchw", "nchwc", "winograd", "subpixel")
@@ -46,8 +47,9 @@ DEFAULT = "nchw"
 # 6: every variant legalizes float32 sigmoid, tanh, exp and erf to TOPI's polynomial forms,
 # which vectorize (`fastmath.py`).
 # 7: a layout transform without padding loops over its output, not its input
-# (`_legalize_layout_transform`).
-REWRITE_REVISION = 7
+# (`_legalize_layout_transform`). 8: one that moves no element (an RGB input to NCHW1c)
+# is a zero-copy view (MobileNet's took 0.19 ms, 2% of the network, as a tuned copy).
+REWRITE_REVISION = 8
 
 
 
@@ -203,8 +205,29 @@ def _depthwise_nchwc(data, kernel, strides, padding, dilation, out_dtype):
         name="depthwise_conv2d_NCHWc")
 
 
-def _legalize_layout_transform(bb, call):
-    """A layout transform as a gather that walks its output (TVM's walks its input).
+def _keeps_order(index_map, shape: list[int]) -> bool:
+    """Whether a layout transform of a tensor of `shape` moves no element: NCHW to NCHW1c,
+    or NCHW8c of a 1x1 map, keep every element at its flat offset."""
+    from tvm import ir, sym
+
+    analyzer = sym.Analyzer()
+    for var, extent in zip(index_map.initial_indices, shape):
+        analyzer.bind(var, ir.Range(0, extent))
+
+    def flat(indices, dims):
+        offset = 0
+        for index, dim in zip(indices, dims):
+            offset = offset * dim + index
+        return offset
+
+    out_shape = [int(d) for d in index_map.map_shape(shape)]
+    return analyzer.can_prove_equal(flat(index_map.final_indices, out_shape),
+                                    flat(index_map.initial_indices, shape))
+
+
+def _legalize_layout_transform(bb, call, views: bool = False):
+    """A layout transform as a gather that walks its output (TVM's walks its input), or,
+    with `views` (revision 8), as a zero-copy view where it moves no element.
 
     Stock TVM writes the transform as a copy over the input's shape with the layout applied
     to the write. Parallelized over its outer loops, that splits the input's channels
@@ -225,6 +248,10 @@ def _legalize_layout_transform(bb, call):
         return _layout_transform(bb, call)
     inverse = index_map.inverse(shape)
     out_shape = [int(d) for d in index_map.map_shape(shape)]
+    if views and _keeps_order(index_map, shape):
+        from tvm import relax
+
+        return relax.op.memory.view(call.args[0], relax.ShapeExpr(out_shape))
 
     def gather(data):
         return te.compute(out_shape, lambda *idx: data(*inverse.map_indices(list(idx))),
@@ -288,7 +315,8 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
 
         legalize_map.update(fastmath.legalizations())
     if revision >= 7:
-        legalize_map["relax.layout_transform"] = _legalize_layout_transform
+        legalize_map["relax.layout_transform"] = functools.partial(
+            _legalize_layout_transform, views=revision >= 8)
     with target:
         mod = tvm.transform.Sequential([
             relax.transform.LegalizeOps(customize_legalize_map=legalize_map),
