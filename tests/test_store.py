@@ -125,3 +125,41 @@ def test_readers_never_take_the_worker_lock(tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         assert lock_held(lock)
     assert not lock_held(lock)
+
+
+def test_a_record_that_does_not_replay_is_left_out_not_fatal(cli, tmp_path):
+    """TVM replays every record's trace as it loads a database and refuses the whole file
+    when one fails (MobileNet's rfactor pooling schedules did). Export builds from the
+    other records and says so; resume moves the line aside, kept, and tunes on."""
+    import json
+
+    from tests.test_variants import conv_net
+
+    model = tmp_path / "conv.onnx"
+    model.write_bytes(conv_net([(16, 3, 1)], (1, 16, 9, 9)))
+    run = cli.run("tune", str(model), "--trials", "10", "--session", "r", "--json",
+                  "--variants", "nchwc", "--batch", "4")
+    assert run.returncode == 0, run.stderr
+    folder = cli.root / "r"
+    records = folder / "database_tuning_record.json"
+    lines = records.read_bytes().splitlines()
+    workloads = len((folder / "database_workload.json").read_bytes().splitlines())
+    assert workloads >= 2
+    # The conv's record pointed at another workload: its trace cannot replay there.
+    index, record = json.loads(lines[-1])
+    bad = json.dumps([(index + 1) % workloads, record]).encode()
+    records.write_bytes(b"".join(line + b"\n" for line in [*lines, bad]))
+
+    out = tmp_path / "lib"
+    exported = cli.run("export", "r", str(out), "--json")
+    assert exported.returncode == 0, exported.stderr
+    assert any("1 tuning record(s) left out" in n for n in json.loads(exported.stdout)["notes"])
+    assert records.read_bytes().splitlines()[-1] == bad  # export leaves the files alone
+
+    resumed = cli.run("resume", "r", "--trials", "12", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    notices = [e["message"] for e in cli.json_lines(resumed.stdout) if e["event"] == "notice"]
+    assert any(m.startswith("1 tuning record(s) set aside") for m in notices), notices
+    assert (folder / "database_tuning_record.json.unreplayable").read_bytes() == bad + b"\n"
+    kept = records.read_bytes().splitlines()
+    assert bad not in kept and set(lines) <= set(kept)

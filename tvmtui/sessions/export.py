@@ -73,7 +73,11 @@ def export_session(session: st.Session, out: Path) -> dict:
     # The variant the worker measured fastest (sessions from before variants: stock).
     variant = meta.get("variant") or gv.DEFAULT
     mod, plan = gv.prepare(base, target, variant, revision=revision)
-    database = tuned_database(session)
+    database, left_out = tuned_database(session)
+    if left_out:
+        notes.append(f"{left_out} tuning record(s) left out: their schedules do not replay in "
+                     "this TVM (its trace replay of some rfactor schedules fails); the "
+                     "library is built from the others")
     start = time.time()
     executable = gv.compile_tuned(database, mod, target)
     from tvmtui.devices.cross import export_options

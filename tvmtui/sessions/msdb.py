@@ -1,4 +1,5 @@
-"""MetaSchedule's JSON database files: repair a tail cut short by a crash."""
+"""MetaSchedule's JSON database files: repair a tail cut short by a crash, and load around
+records whose trace no longer replays."""
 
 from __future__ import annotations
 
@@ -73,22 +74,89 @@ def confirmed_is_current(session) -> bool:
             and count_records(session.file(st.CONFIRMED_RECORD_DB)) > 0)
 
 
+def _replayable(workloads: Path, records: Path) -> tuple[list, list[bytes]]:
+    """Split the record lines into those whose trace replayed on its workload, as
+    (line, TuningRecord), and the rest. (A replay can fail one time and not the next:
+    the record loaded once is the one kept.)"""
+    from tvm.s_tir import meta_schedule as ms
+
+    loaded = [ms.database.Workload.from_json(json.loads(line))
+              for line in workloads.read_bytes().splitlines() if line.strip()]
+    good, bad = [], []
+    for line in records.read_bytes().splitlines():
+        if not line.strip():
+            continue
+        try:
+            index, record = json.loads(line)
+            good.append((line, ms.database.TuningRecord.from_json(record, loaded[index])))
+        except Exception:  # noqa: BLE001 - TVM raises what the trace's replay raised
+            bad.append(line)
+    return good, bad
+
+
+def load_database(workloads: Path, records: Path):
+    """MetaSchedule's database of these files, read only -> (database, records left out).
+
+    TVM replays every record's trace as it loads a JSON database and refuses the whole of
+    it when one fails: MobileNet's blocked global pool had 11 rfactor schedules that were
+    measured, yet do not replay, and its export failed. Then the records that replay are
+    loaded into memory, and the files are left as they are."""
+    from tvm.s_tir import meta_schedule as ms
+
+    try:
+        return ms.database.JSONDatabase(path_workload=str(workloads),
+                                        path_tuning_record=str(records),
+                                        module_equality="structural"), 0
+    except Exception:  # noqa: BLE001 - a trace that does not replay; sorted out below
+        good, bad = _replayable(workloads, records)
+        if not bad:
+            raise
+    db = ms.database.MemoryDatabase(module_equality="structural")
+    for _, record in good:
+        db.commit_workload(record.workload.mod)
+        db.commit_tuning_record(record)
+    return db, len(bad)
+
+
+def open_own_database(workloads: Path, records: Path):
+    """The session's own JSON database, for its worker (the files' one writer) ->
+    (database, records set aside). Record lines whose trace does not replay (see
+    `load_database`) move to `<records>.unreplayable`, kept, and the rest load."""
+    from tvm.s_tir import meta_schedule as ms
+
+    def load():
+        return ms.database.JSONDatabase(path_workload=str(workloads),
+                                        path_tuning_record=str(records),
+                                        module_equality="structural")
+
+    try:
+        return load(), 0
+    except Exception:  # noqa: BLE001 - a trace that does not replay; sorted out below
+        good, bad = _replayable(workloads, records)
+        if not bad:
+            raise
+    with open(records.with_name(records.name + ".unreplayable"), "ab") as fh:
+        fh.write(b"".join(line + b"\n" for line in bad))
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp = records.with_name(records.name + ".tmp")
+    _write_synced(tmp, b"".join(line + b"\n" for line, _ in good))
+    os.replace(tmp, records)
+    _sync_dir(records.parent)
+    return load(), len(bad)
+
+
 def tuned_database(session):
     """The database export and bench compile with: the confirmed records first (where
-    current), then every tuning record."""
+    current), then every tuning record -> (database, records left out: see
+    `load_database`)."""
     from tvm.s_tir import meta_schedule as ms
 
     from tvmtui.sessions import store as st
 
-    def open_db(workloads: str, records: str):
-        return ms.database.JSONDatabase(
-            path_workload=str(session.file(workloads)),
-            path_tuning_record=str(session.file(records)),
-            module_equality="structural",
-        )
-
-    main = open_db(st.WORKLOAD_DB, st.RECORD_DB)
+    main, left_out = load_database(session.file(st.WORKLOAD_DB), session.file(st.RECORD_DB))
     if not confirmed_is_current(session):
-        return main
-    confirmed = open_db(st.CONFIRMED_WORKLOAD_DB, st.CONFIRMED_RECORD_DB)
-    return ms.database.OrderedUnionDatabase(confirmed, main)
+        return main, left_out
+    confirmed, more = load_database(session.file(st.CONFIRMED_WORKLOAD_DB),
+                                    session.file(st.CONFIRMED_RECORD_DB))
+    return ms.database.OrderedUnionDatabase(confirmed, main), left_out + more

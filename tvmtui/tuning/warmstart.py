@@ -105,12 +105,9 @@ class WarmStart:
                     f"({sum(tasks.values())} records measured again here)")
 
     def _open_db(self, records: Path, workloads: Path | None = None):
-        from tvm.s_tir import meta_schedule as ms
+        from tvmtui.sessions.msdb import load_database
 
-        return ms.database.JSONDatabase(
-            path_workload=str(workloads or self.session.file(st.WORKLOAD_DB)),
-            path_tuning_record=str(records), module_equality="structural",
-        )
+        return load_database(workloads or self.session.file(st.WORKLOAD_DB), records)[0]
 
     def _remeasure(self, old_db, k: int, remeasured: bool = False, reused_from: str | None = None,
                    skip: set | None = None, limit: int | None = None) -> dict[int, int]:

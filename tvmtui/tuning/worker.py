@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tvmtui.sessions import store as st
-from tvmtui.sessions.msdb import repair_json_lines
+from tvmtui.sessions.msdb import open_own_database, repair_json_lines
 from tvmtui.tuning import events as ev
 from tvmtui.tuning.confirm import Confirm
 from tvmtui.tuning.control import Control, ControlThread
@@ -143,7 +143,6 @@ class Tuner(SearchLoop, BatchRecording, WarmStart, Confirm):
                     self.memory.known.add(event["shash"])
 
     def make_parts(self):
-        from tvm.s_tir import meta_schedule as ms
 
         from tvmtui.tuning.cost_model import TrackedXGBModel
 
@@ -171,11 +170,12 @@ class Tuner(SearchLoop, BatchRecording, WarmStart, Confirm):
             if old.exists() and not aside.exists():
                 old.rename(aside)
             self.transfer_source = aside
-        self.database = ms.database.JSONDatabase(
-            path_workload=str(self.session.file(st.WORKLOAD_DB)),
-            path_tuning_record=str(self.session.file(st.RECORD_DB)),
-            module_equality="structural",
-        )
+        self.database, set_aside = open_own_database(self.session.file(st.WORKLOAD_DB),
+                                                     self.session.file(st.RECORD_DB))
+        if set_aside:
+            self.emit_notice(f"{set_aside} tuning record(s) set aside in "
+                             f"{st.RECORD_DB}.unreplayable: their schedules do not replay in "
+                             "this TVM; the others are kept and tuning goes on")
         self.cost_model = TrackedXGBModel(
             num_tuning_cores=cores,
             num_warmup_samples=int(self.options.get("warmup_samples", 32)),
