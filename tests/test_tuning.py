@@ -117,7 +117,7 @@ def test_tune_resume_export_conv_c12(cli, tmp_path):
     # Export compiles with the pick: the database it uses answers with the pick's re-runs.
     from tvmtui.sessions.msdb import tuned_database
 
-    picked = tuned_database(session).query_tuning_record(
+    picked = tuned_database(session)[0].query_tuning_record(
         _task_mod(session), _target(session), "main")
     runs = [float(x) for x in picked.run_secs]
     assert len(runs) == last["candidates"][last["pick"]]["runs"]
