@@ -127,6 +127,7 @@ def test_readers_never_take_the_worker_lock(tmp_path):
     assert not lock_held(lock)
 
 
+@pytest.mark.slow  # over a minute: `.ci/run` runs `-m slow`
 def test_a_record_that_does_not_replay_is_left_out_not_fatal(cli, tmp_path):
     """TVM replays every record's trace as it loads a database and refuses the whole file
     when one fails (MobileNet's rfactor pooling schedules did). Export builds from the
