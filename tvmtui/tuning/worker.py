@@ -143,7 +143,6 @@ class Tuner(SearchLoop, BatchRecording, WarmStart, Confirm):
                     self.memory.known.add(event["shash"])
 
     def make_parts(self):
-
         from tvmtui.tuning.cost_model import TrackedXGBModel
 
         cores = int(self.meta["target"].get("num-cores", 1))
