@@ -246,12 +246,12 @@ def _legalize_layout_transform(bb, call, views: bool = False):
     _, padding = index_map.non_surjective_inverse(call.args[0].ty.shape)
     if not (isinstance(padding, tirx.IntImm) and int(padding) == 0):
         return _layout_transform(bb, call)
-    inverse = index_map.inverse(shape)
     out_shape = [int(d) for d in index_map.map_shape(shape)]
     if views and _keeps_order(index_map, shape):
         from tvm import relax
 
         return relax.op.memory.view(call.args[0], relax.ShapeExpr(out_shape))
+    inverse = index_map.inverse(shape)
 
     def gather(data):
         return te.compute(out_shape, lambda *idx: data(*inverse.map_indices(list(idx))),

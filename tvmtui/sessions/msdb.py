@@ -35,11 +35,16 @@ def repair_json_lines(path: Path) -> int:
         while (kept := path.with_name(path.name + ".broken" + (f".{n}" if n else ""))).exists():
             n += 1
         _write_synced(kept, raw)
+    _replace_lines(path, good)
+    return dropped
+
+
+def _replace_lines(path: Path, lines: list[bytes]) -> None:
+    """Rewrite `path` to hold `lines`, atomically and synced."""
     tmp = path.with_name(path.name + ".tmp")
-    _write_synced(tmp, b"".join(line + b"\n" for line in good))
+    _write_synced(tmp, b"".join(line + b"\n" for line in lines))
     os.replace(tmp, path)
     _sync_dir(path.parent)
-    return dropped
 
 
 def _write_synced(path: Path, data: bytes) -> None:
@@ -99,6 +104,14 @@ def _replayable(workloads: Path, records: Path) -> tuple[list, list[bytes]]:
     return good, bad
 
 
+def _json_database(workloads: Path, records: Path):
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.database.JSONDatabase(path_workload=str(workloads),
+                                    path_tuning_record=str(records),
+                                    module_equality="structural")
+
+
 def load_database(workloads: Path, records: Path):
     """MetaSchedule's database of these files, read only -> (database, records left out).
 
@@ -109,9 +122,7 @@ def load_database(workloads: Path, records: Path):
     from tvm.s_tir import meta_schedule as ms
 
     try:
-        return ms.database.JSONDatabase(path_workload=str(workloads),
-                                        path_tuning_record=str(records),
-                                        module_equality="structural"), 0
+        return _json_database(workloads, records), 0
     except Exception:  # noqa: BLE001 - a trace that does not replay; sorted out below
         good, bad = _replayable(workloads, records)
         if not bad:
@@ -127,17 +138,10 @@ def open_own_database(workloads: Path, records: Path):
     """The session's own JSON database, for its worker (the files' one writer) ->
     (database, records set aside). Record lines whose trace does not replay (see
     `load_database`) move to `<records>.unreplayable`, kept, and the rest load."""
-    from tvm.s_tir import meta_schedule as ms
-
-    def load():
-        return ms.database.JSONDatabase(path_workload=str(workloads),
-                                        path_tuning_record=str(records),
-                                        module_equality="structural")
-
     moved = 0
     for _ in range(REPLAY_ATTEMPTS - 1):
         try:
-            return load(), moved
+            return _json_database(workloads, records), moved
         except Exception:  # noqa: BLE001 - a trace that does not replay; sorted out below
             good, bad = _replayable(workloads, records)
             if not bad:
@@ -146,12 +150,9 @@ def open_own_database(workloads: Path, records: Path):
             fh.write(b"".join(line + b"\n" for line in bad))
             fh.flush()
             os.fsync(fh.fileno())
-        tmp = records.with_name(records.name + ".tmp")
-        _write_synced(tmp, b"".join(line + b"\n" for line, _ in good))
-        os.replace(tmp, records)
-        _sync_dir(records.parent)
+        _replace_lines(records, [line for line, _ in good])
         moved += len(bad)
-    return load(), moved
+    return _json_database(workloads, records), moved
 
 
 def tuned_database(session):
