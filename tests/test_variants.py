@@ -9,6 +9,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx import load_from_string as onnx_load
 
 from tvmtui.graph import variants as gv
 from tvmtui.graph.relax_import import load_relax
@@ -570,3 +571,95 @@ def test_a_view_only_where_no_element_moves(pattern, shape, keeps):
     _target()
     index_map = tirx.IndexMap.from_func(pattern, index_dtype="int64")
     assert gv._keeps_order(index_map, list(shape)) is keeps
+
+
+def bn_net(shape=(1, 16, 9, 11), seed=0) -> bytes:
+    """Conv -> BatchNorm -> Clip, a depthwise Conv -> BatchNorm -> Relu, a 1x1 Conv scaled
+    and subtracted from a per-channel constant (`c - 0.5 y`), and a Conv whose output has a
+    second user besides its BatchNorm (which must stay as it is)."""
+    rng = np.random.default_rng(seed)
+    c, inits, nodes = shape[1], [], []
+
+    def const(name, value):
+        inits.append(numpy_helper.from_array(np.asarray(value, np.float32), name))
+        return name
+
+    def bn(x, out, channels):
+        names = [const(f"{out}_{p}", v) for p, v in (
+            ("g", rng.uniform(0.5, 2.0, channels)), ("b", rng.standard_normal(channels)),
+            ("m", rng.standard_normal(channels)), ("v", rng.uniform(0.1, 3.0, channels)))]
+        nodes.append(helper.make_node("BatchNormalization", [x, *names], [out], epsilon=1e-3))
+
+    def conv(x, out, cin, cout, k, group=1, bias=True):
+        w = const(f"{out}_w", rng.standard_normal((cout, cin // group, k, k)) * 0.3)
+        ins = [x, w] + ([const(f"{out}_bias", rng.standard_normal(cout))] if bias else [])
+        nodes.append(helper.make_node("Conv", ins, [out], kernel_shape=[k, k], group=group,
+                                      pads=[(k - 1) // 2] * 4))
+
+    conv("input", "c0", c, c, 3)
+    bn("c0", "n0", c)
+    nodes.append(helper.make_node("Clip", ["n0", const("lo", 0.0), const("hi", 6.0)], ["a0"]))
+    conv("a0", "c1", c, c, 3, group=c, bias=False)
+    bn("c1", "n1", c)
+    nodes.append(helper.make_node("Relu", ["n1"], ["a1"]))
+    conv("a1", "c2", c, 24, 1)
+    nodes.append(helper.make_node("Mul", ["c2", const("half", 0.5)], ["m2"]))
+    nodes.append(helper.make_node("Sub", [const("k2", rng.standard_normal((24, 1, 1))), "m2"],
+                                  ["s2"]))
+    conv("s2", "c3", 24, 24, 3, bias=False)
+    bn("c3", "n3", 24)
+    nodes.append(helper.make_node("Add", ["c3", "n3"], ["output"]))
+    graph = helper.make_graph(
+        nodes, "bn", [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 24, *shape[2:]])],
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def _relax_ops(mod) -> dict:
+    import collections
+    import re
+
+    return collections.Counter(re.findall(r"= R\.([a-z_.0-9]+)\(", mod.script(show_meta=False)))
+
+
+@pytest.mark.parametrize("variant", ["nchw", "nchwc", "winograd"])
+def test_batchnorm_folded_into_the_convolution_matches_onnxruntime(variant):
+    """From revision 9 a convolution's per-channel affine chain (a BatchNorm, a scale, a
+    constant minus it) becomes its weights and one bias add; a convolution whose output has
+    another user keeps its chain. Either way the result matches ONNX Runtime."""
+    from tvmtui.graph.affine import fold_channel_affine
+
+    shape = (1, 16, 9, 11)
+    model = bn_net(shape)
+    base = load_relax("onnx", model, {"input": list(shape)})
+    before, after = _relax_ops(base), _relax_ops(fold_channel_affine(base))
+    assert before["divide"] == 3 and after["divide"] == 1  # c3's BatchNorm stays
+    assert after["subtract"] == 1 and after["multiply"] == 1
+    assert after["nn.conv2d"] == before["nn.conv2d"] == 4
+    for revision in (8, 9):
+        err, _ = _run_variant(model, shape, variant, revision=revision)
+        assert err < 1e-4, (revision, err)
+
+
+def test_batchnorm_after_a_transposed_convolution_is_folded():
+    rng = np.random.default_rng(3)
+    cin, cout = 8, 16
+    model = onnx_load(deconv_net(cin, cout, 4, 2, 1, (5, 7)))
+    stats = [numpy_helper.from_array(v.astype(np.float32), n) for n, v in (
+        ("g", rng.uniform(0.5, 2.0, cout)), ("b", rng.standard_normal(cout)),
+        ("m", rng.standard_normal(cout)), ("v", rng.uniform(0.1, 3.0, cout)))]
+    model.graph.initializer.extend(stats)
+    model.graph.node[0].output[0] = "d"
+    model.graph.node.append(helper.make_node("BatchNormalization", ["d", "g", "b", "m", "v"],
+                                             ["output"]))
+    data = model.SerializeToString()
+    from tvmtui.graph.affine import fold_channel_affine
+
+    base = load_relax("onnx", data, {"input": [1, cin, 5, 7]})
+    assert _relax_ops(base)["divide"] == 1 and _relax_ops(fold_channel_affine(base))["divide"] == 0
+    for variant in ("nchw", "subpixel"):
+        err, _ = _run_variant(data, (1, cin, 5, 7), variant)
+        assert err < 1e-5, (variant, err)

@@ -19,7 +19,8 @@ A variant is one rewrite of the whole graph; the tuner measures each and keeps t
 
 Whatever the variant, float32 sigmoid, tanh, exp and erf become polynomials that vectorize
 (`fastmath.py`, from rewrite revision 6), and a layout transform walks its output, not its
-input (from revision 7, `_legalize_layout_transform`).
+input (from revision 7, `_legalize_layout_transform`); from revision 9 a convolution's
+BatchNormalization is folded into its weights first (`affine.py`).
 
 `prepare` must run, with the same variant and rewrite revision, before task extraction,
 export and the bench build: then all three compile the same graph and the database's keys
@@ -49,7 +50,9 @@ DEFAULT = "nchw"
 # 7: a layout transform without padding loops over its output, not its input
 # (`_legalize_layout_transform`). 8: one that moves no element (an RGB input to NCHW1c)
 # is a zero-copy view (MobileNet's took 0.19 ms, 2% of the network, as a tuned copy).
-REWRITE_REVISION = 8
+# 9: per-channel affine operators after a convolution (an imported BatchNormalization)
+# are folded into its weights and one bias add (`affine.py`).
+REWRITE_REVISION = 9
 
 
 
@@ -281,6 +284,10 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
     block = vector_block(target)
     plan = Plan(variant, label(variant, block))
     legalize_map = {}
+    if revision >= 9:
+        from tvmtui.graph.affine import fold_channel_affine
+
+        mod = fold_channel_affine(mod)
     if variant == "nchwc":
         mod = _blocked(mod, block, plan, revision)
         legalize_map["relax.nn.conv2d"] = _legalize_blocked
