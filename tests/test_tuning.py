@@ -332,6 +332,10 @@ def test_user_onnx_with_two_tasks_keeps_the_budget_and_exports_correct_code(cli,
     trials = [e for e in events if e["event"] == "trial"]
     assert len(trials) == 24  # both tasks' batches were in flight at once; no overshoot
     assert {t["task"] for t in trials} == {0, 1}
+    # Revision 10: the weights are layout-free, and schedules store them in the order they
+    # read them (RewriteLayout's preprocessing block, folded into the constant at export).
+    records = cli.session("mlp").file(RECORD_DB).read_text()
+    assert records.count("layout_rewrite_preproc") >= 12
     exported = cli.run("export", "mlp", str(tmp_path / "mlp.so"), "--json")
     assert exported.returncode == 0, exported.stderr
     x = rng.standard_normal((4, 64)).astype(np.float32)

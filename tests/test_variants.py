@@ -663,3 +663,18 @@ def test_batchnorm_after_a_transposed_convolution_is_folded():
     for variant in ("nchw", "subpixel"):
         err, _ = _run_variant(data, (1, cin, 5, 7), variant)
         assert err < 1e-5, (variant, err)
+
+
+def test_revision_10_marks_each_kernels_weights_layout_free():
+    """From revision 10 a fused kernel's constant operands are layout-free (its schedule
+    may repack them); sessions from before keep the tasks they were tuned with."""
+    layers, shape = NETS["7x7-16-32"]
+    _, target = _target()
+    base = load_relax("onnx", conv_net(layers, shape), {"input": list(shape)})
+    for revision in (9, 10):
+        mod, _ = gv.prepare(base, target, "nchwc", revision=revision)
+        tasks = gv.extract_tasks(mod, target, gv.prepacked(revision, target))
+        conv = next(t for t in tasks if "conv2d" in t.task_name)
+        attrs = conv.dispatched[0]["main"].attrs
+        free = [int(i) for i in attrs.get("layout_free_buffers", [])] if attrs else []
+        assert free == ([1, 2] if revision >= 10 else []), (revision, free)  # weight, bias

@@ -35,7 +35,7 @@ def extract_variant_tasks(base, target, variants: list[str], tolerance: float = 
     for variant in variants:
         try:
             mod, plan = gv.prepare(base, target, variant, tolerance, revision)
-            tasks = gv.extract_tasks(mod, target)
+            tasks = gv.extract_tasks(mod, target, gv.prepacked(revision, target))
         except Exception as exc:  # noqa: BLE001 - a rewrite TVM fails on loses that variant only
             if variant == gv.DEFAULT:
                 raise

@@ -51,10 +51,17 @@ DEFAULT = "nchw"
 # (`_legalize_layout_transform`). 8: one that moves no element (an RGB input to NCHW1c)
 # is a zero-copy view (MobileNet's took 0.19 ms, 2% of the network, as a tuned copy).
 # 9: per-channel affine operators after a convolution (an imported BatchNormalization)
-# are folded into its weights and one bias add (`affine.py`).
-REWRITE_REVISION = 9
+# are folded into its weights and one bias add (`affine.py`). 10: every fused kernel's
+# constant operands (weights, biases) are layout-free: a schedule may store them in the
+# order it reads them, packed at compile time (TVM's CPU weight prepack).
+REWRITE_REVISION = 10
 
 
+
+
+def prepacked(revision: int, target) -> bool:
+    """Whether kernels of this rewrite revision may repack their constant operands (CPUs)."""
+    return revision >= 10 and target.kind.name == "llvm"
 
 
 def session_revision(meta: dict) -> int:
@@ -332,9 +339,11 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
     return mod, plan
 
 
-def fuse_passes(target):
+def fuse_passes(target, prepack: bool = False):
     """The Relax passes that turn operators into fused TIR functions, exactly as
-    `ms.relax_integration.compile_relax` runs them, so database keys match at export."""
+    `ms.relax_integration.compile_relax` runs them, so database keys match at export;
+    `prepack` (`prepacked(revision)`): each kernel's constant operands marked layout-free,
+    so MetaSchedule's RewriteLayout may store them in the order its schedule reads them."""
     from tvm import relax
     from tvm.relax import pipeline
 
@@ -349,20 +358,21 @@ def fuse_passes(target):
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
         relax.transform.FuseTIR(),
+        *([relax.transform.AttachAttrLayoutFreeBuffers()] if prepack else []),
     ]
 
 
-def extract_tasks(mod, target):
+def extract_tasks(mod, target, prepack: bool = False):
     """MetaSchedule tasks of a prepared Relax module (fused here: unfused gives none)."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
     with target:
-        fused = tvm.transform.Sequential(fuse_passes(target))(mod)
+        fused = tvm.transform.Sequential(fuse_passes(target, prepack))(mod)
     return ms.relax_integration.extract_tasks(fused, target)
 
 
-def compile_tuned(database, mod, target):
+def compile_tuned(database, mod, target, prepack: bool = False):
     """A prepared module compiled with a tuning database (untuned functions get defaults).
 
     `compile_relax`'s pipeline, plus one fix: a schedule that rewrote a weight's layout
@@ -391,7 +401,7 @@ def compile_tuned(database, mod, target):
 
     @tvm.transform.module_pass(opt_level=3)
     def tuned_pipeline(mod, _ctx):
-        mod = tvm.transform.Sequential(fuse_passes(target))(mod)
+        mod = tvm.transform.Sequential(fuse_passes(target, prepack))(mod)
         mod = relax.transform.MetaScheduleApplyDatabase()(mod)
         mod = relax.transform.SplitLayoutRewritePreproc()(mod)
         mod = relax.transform.FoldConstant()(mod)

@@ -79,7 +79,7 @@ def export_session(session: st.Session, out: Path) -> dict:
                      "this TVM (its trace replay of some rfactor schedules fails); the "
                      "library is built from the others")
     start = time.time()
-    executable = gv.compile_tuned(database, mod, target)
+    executable = gv.compile_tuned(database, mod, target, gv.prepacked(revision, target))
     from tvmtui.devices.cross import export_options
 
     executable.export_library(str(lib_path), **export_options(meta["target"]))
