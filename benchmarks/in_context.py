@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from ab import export, parse_library_args  # benchmarks/ is the script's own folder
 
 HERE = Path(__file__).resolve().parent
 RESULT = HERE / "results" / "in_context.json"
@@ -91,20 +91,11 @@ def profile(library: Path, shapes: dict, rounds: int, calls: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("session")
-    ap.add_argument("--sessions-dir", default=None)
-    ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=20, help="calls per round")
-    args = ap.parse_args()
-    os.environ["TVM_NUM_THREADS"] = str(args.threads)  # before TVM starts its thread pool
-    where = ["--sessions-dir", args.sessions_dir] if args.sessions_dir else []
+    args = parse_library_args(ap)
     with tempfile.TemporaryDirectory(prefix="tvmtui-in-context-") as tmp:
-        out = subprocess.run(
-            [sys.executable, "-m", "tvmtui", "export", args.session, tmp, "--json", *where],
-            capture_output=True, text=True)
-        if out.returncode != 0:
-            raise SystemExit(f"export failed: {out.stderr.strip()[-400:]}")
-        meta = json.loads(out.stdout)
+        meta = export(args.session, Path(tmp), args.sessions_dir)
         result = profile(Path(meta["library"]), meta["input_shapes"], args.rounds, args.calls)
     result.update(session=args.session, workload=meta["workload"], threads=args.threads,
                   date=time.strftime("%Y-%m-%d"),
