@@ -60,8 +60,9 @@ def _task_mod(session):
     workload = meta["workload"]
     base = load_relax("onnx", session.file(model_file(workload)).read_bytes(),
                       workload["input_shapes"], gv.session_revision(meta))
-    mod, _ = gv.prepare(base, _target(session), "nchw", revision=gv.session_revision(meta))
-    (task,) = gv.extract_tasks(mod, _target(session))
+    revision = gv.session_revision(meta)
+    mod, _ = gv.prepare(base, _target(session), "nchw", revision=revision)
+    (task,) = gv.extract_tasks(mod, _target(session), gv.prepacked(revision, _target(session)))
     return task.dispatched[0]
 
 
