@@ -22,29 +22,49 @@ def record_candidate(mod, trace):
                                                                         remove_preproc=True))
 
 
+def replayed_hashes(mod, trace, target) -> set[str]:
+    """Module hashes of a record's schedule ({} when it no longer replays): replayed with
+    its recorded postprocessing, and with the postprocessors run afresh as the search ran
+    them on its candidate (RewriteLayout's recorded steps, replayed, give a module that
+    hashes apart from the candidate's, whose hash its trial event carries)."""
+    from tvm.s_tir import Schedule
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvmtui.tuning.search import module_hash
+
+    keys = set()
+    for recorded in (True, False):
+        try:
+            sch = Schedule(mod)
+            trace.apply_to_schedule(sch, remove_postproc=not recorded)
+            if not recorded:
+                kind = "llvm" if target.kind.name == "llvm" else target.kind.name
+                space = ms.space_generator.PostOrderApply(
+                    sch_rules=[], postprocs=ms.Postproc.create(kind), mutator_probs={})
+                ctx = ms.TuneContext(mod=mod, target=target, space_generator=space,
+                                     task_name="replay")
+                if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
+                    continue
+            keys.add(module_hash(sch.mod))
+        except Exception:  # noqa: BLE001 - a record that no longer replays is skipped
+            continue
+    return keys
+
+
 class WarmStart:
     """The `Tuner`'s measurements outside the search (see `worker.Tuner` for its state)."""
 
     def _known_from_database(self) -> None:
         """Schedules in the database count as measured even without a trial event: a kill
         between MetaSchedule's AddToDatabase and the event leaves such records."""
-        from tvm.s_tir import Schedule
-
-        from tvmtui.tuning.search import module_hash
-
         records = self.database.get_all_tuning_records()
         if len(records) <= self.ran_before:
             return  # every record has its event (the usual case): nothing to replay
         added = 0
         for record in records:
-            try:
-                sch = Schedule(record.workload.mod)
-                record.trace.apply_to_schedule(sch, remove_postproc=False)
-            except Exception:  # noqa: BLE001 - a record that no longer replays is skipped
-                continue
-            key = module_hash(sch.mod)
-            if key not in self.memory.known:
-                self.memory.known.add(key)
+            keys = replayed_hashes(record.workload.mod, record.trace, self.target)
+            if keys - self.memory.known:
+                self.memory.known |= keys
                 added += 1
         if added:
             self.emit_notice(f"{added} database record(s) had no trial event (the worker was "
