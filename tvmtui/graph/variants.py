@@ -20,7 +20,8 @@ A variant is one rewrite of the whole graph; the tuner measures each and keeps t
 Whatever the variant, float32 sigmoid, tanh, exp and erf become polynomials that vectorize
 (`fastmath.py`, from rewrite revision 6), and a layout transform walks its output, not its
 input (from revision 7, `_legalize_layout_transform`); from revision 9 a convolution's
-BatchNormalization is folded into its weights first (`affine.py`).
+BatchNormalization is folded into its weights first (`affine.py`), and from revision 10
+each fused kernel may repack its weights (`prepacked`, `fuse_passes`).
 
 `prepare` must run, with the same variant and rewrite revision, before task extraction,
 export and the bench build: then all three compile the same graph and the database's keys
@@ -55,8 +56,6 @@ DEFAULT = "nchw"
 # constant operands (weights, biases) are layout-free: a schedule may store them in the
 # order it reads them, packed at compile time (TVM's CPU weight prepack).
 REWRITE_REVISION = 10
-
-
 
 
 def prepacked(revision: int, target) -> bool:
@@ -342,7 +341,7 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
 def fuse_passes(target, prepack: bool = False):
     """The Relax passes that turn operators into fused TIR functions, exactly as
     `ms.relax_integration.compile_relax` runs them, so database keys match at export;
-    `prepack` (`prepacked(revision)`): each kernel's constant operands marked layout-free,
+    `prepack` (`prepacked(revision, target)`): each kernel's constant operands marked layout-free,
     so MetaSchedule's RewriteLayout may store them in the order its schedule reads them."""
     from tvm import relax
     from tvm.relax import pipeline
