@@ -141,8 +141,8 @@ def stock_child(workload: str, trials: int, work: str, out: str, seed: int,
     from tvm.s_tir import meta_schedule as ms
 
     from tvmtui.devices.local import local_cpu_target
+    from tvmtui.graph.lowering import fuse_passes
     from tvmtui.graph.relax_import import onnx_to_relax
-    from tvmtui.graph.variants import fuse_passes
     from tvmtui.workloads import load_workload
 
     wl = load_workload(workload)

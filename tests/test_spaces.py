@@ -5,6 +5,7 @@ from __future__ import annotations
 
 def _lstm_tasks():
     from tvmtui.devices.local import local_cpu_target
+    from tvmtui.graph import lowering
     from tvmtui.graph import variants as gv
     from tvmtui.graph.relax_import import load_relax
     from tvmtui.tuning.tvm_env import import_tvm
@@ -15,7 +16,7 @@ def _lstm_tasks():
     wl = load_workload("lstm")
     base = load_relax("onnx", wl.model_bytes, {k: list(v) for k, v in wl.input_shapes.items()})
     mod, _ = gv.prepare(base, target, "nchw")
-    return target, {t.task_name: t.dispatched[0] for t in gv.extract_tasks(mod, target)}
+    return target, {t.task_name: t.dispatched[0] for t in lowering.extract_tasks(mod, target)}
 
 
 def _designs(mod, target, space):

@@ -52,6 +52,7 @@ def _target(session):
 
 def _task_mod(session):
     """The one task of a stock-graph single-conv session, as the worker extracted it."""
+    from tvmtui.graph import lowering
     from tvmtui.graph import variants as gv
     from tvmtui.graph.relax_import import load_relax
     from tvmtui.sessions.store import model_file
@@ -62,7 +63,7 @@ def _task_mod(session):
                       workload["input_shapes"], gv.session_revision(meta))
     revision = gv.session_revision(meta)
     mod, _ = gv.prepare(base, _target(session), "nchw", revision=revision)
-    (task,) = gv.extract_tasks(mod, _target(session), gv.prepacked(revision, _target(session)))
+    (task,) = lowering.extract_tasks(mod, _target(session), revision)
     return task.dispatched[0]
 
 

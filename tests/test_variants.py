@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx import load_from_string as onnx_load
 
+from tvmtui.graph import lowering
 from tvmtui.graph import variants as gv
 from tvmtui.graph.relax_import import load_relax
 from tvmtui.graph.winograd import MIN_CHANNELS, winograd_error
@@ -557,11 +558,11 @@ def test_layout_transforms_that_move_nothing_are_views():
     tasks = {}
     for revision in (7, 8):
         mod, _ = gv.prepare(base, target, "nchwc", revision=revision)
-        tasks[revision] = [t.task_name for t in gv.extract_tasks(mod, target)]
+        tasks[revision] = [t.task_name for t in lowering.extract_tasks(mod, target)]
     assert "R.memory.view(input" in mod["main"].script()
     assert len(tasks[7]) == len(tasks[8]) + 1  # the input's transform, gone
     assert sum(n.startswith("te_layout_transform") for n in tasks[8]) == 1  # the output's stays
-    vm = relax.VirtualMachine(gv.compile_tuned(ms.database.MemoryDatabase(), mod, target),
+    vm = relax.VirtualMachine(lowering.compile_tuned(ms.database.MemoryDatabase(), mod, target),
                               tvm.cpu())
     x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
     want = ort.InferenceSession(model).run(None, {"input": x})[0]
@@ -683,7 +684,7 @@ def test_revision_10_marks_each_kernels_weights_layout_free():
     base = load_relax("onnx", conv_net(layers, shape), {"input": list(shape)})
     for revision in (9, 10):
         mod, _ = gv.prepare(base, target, "nchwc", revision=revision)
-        tasks = gv.extract_tasks(mod, target, gv.prepacked(revision, target))
+        tasks = lowering.extract_tasks(mod, target, revision)
         conv = next(t for t in tasks if "conv2d" in t.task_name)
         attrs = conv.dispatched[0]["main"].attrs
         free = [int(i) for i in attrs.get("layout_free_buffers", [])] if attrs else []

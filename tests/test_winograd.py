@@ -10,6 +10,7 @@ import onnxruntime as ort
 import pytest
 
 from tests.test_variants import NETS, _run_variant, _target, conv_net
+from tvmtui.graph import lowering
 from tvmtui.graph import variants as gv
 from tvmtui.graph.relax_import import load_relax
 from tvmtui.tuning import rules
@@ -33,7 +34,7 @@ def _winograd_task(shape, layers):
     tvm, target = _target()
     base = load_relax("onnx", conv_net(layers, shape), {"input": list(shape)})
     mod, plan = gv.prepare(base, target, "winograd")
-    tasks = [t for t in gv.extract_tasks(mod, target) if "winograd" in t.task_name]
+    tasks = [t for t in lowering.extract_tasks(mod, target) if "winograd" in t.task_name]
     return tvm, target, tasks, plan
 
 
@@ -81,9 +82,9 @@ def test_revision_3_sessions_keep_the_nchw_winograd():
     assert err < 1e-4 and plan.rewritten == 1
     _, target = _target()
     base = load_relax("onnx", conv_net(layers, shape), {"input": list(shape)}, 3)
-    old = {t.task_name for t in gv.extract_tasks(gv.prepare(base, target, "winograd",
+    old = {t.task_name for t in lowering.extract_tasks(gv.prepare(base, target, "winograd",
                                                             revision=3)[0], target)}
-    new = {t.task_name for t in gv.extract_tasks(gv.prepare(base, target, "winograd")[0], target)}
+    new = {t.task_name for t in lowering.extract_tasks(gv.prepare(base, target, "winograd")[0], target)}
     assert any("winograd4" in n and "NCHWc" not in n for n in old)
     assert any("winograd4_NCHWc" in n for n in new)
 

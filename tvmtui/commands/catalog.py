@@ -216,8 +216,9 @@ def cmd_zoo(args) -> int:
 def _zoo_show(row: dict, as_json: bool) -> int:
     """The workload card, with the number of MetaSchedule tasks for this CPU."""
     from tvmtui.devices.local import local_cpu_target
+    from tvmtui.graph.lowering import extract_tasks
     from tvmtui.graph.relax_import import load_relax
-    from tvmtui.graph.variants import REWRITE_REVISION, extract_tasks, prepacked, prepare
+    from tvmtui.graph.variants import REWRITE_REVISION, prepare
     from tvmtui.tuning.tvm_env import import_tvm
     from tvmtui.workloads import load_workload
 
@@ -227,7 +228,7 @@ def _zoo_show(row: dict, as_json: bool) -> int:
     target = tvm.target.Target(target)
     mod, _ = prepare(load_relax(workload.format, workload.model_bytes, workload.input_shapes),
                      target)
-    tasks = extract_tasks(mod, target, prepacked(REWRITE_REVISION, target))
+    tasks = extract_tasks(mod, target, REWRITE_REVISION)
     card = dict(row, graph_hash=workload.graph_hash, tasks=len(tasks),
                 task_names=[t.task_name for t in tasks])
     if as_json:

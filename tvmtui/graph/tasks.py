@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tvmtui.graph import lowering
 from tvmtui.graph import variants as gv
 
 
@@ -35,7 +36,7 @@ def extract_variant_tasks(base, target, variants: list[str], tolerance: float = 
     for variant in variants:
         try:
             mod, plan = gv.prepare(base, target, variant, tolerance, revision)
-            tasks = gv.extract_tasks(mod, target, gv.prepacked(revision, target))
+            tasks = lowering.extract_tasks(mod, target, revision)
         except Exception as exc:  # noqa: BLE001 - a rewrite TVM fails on loses that variant only
             if variant == gv.DEFAULT:
                 raise

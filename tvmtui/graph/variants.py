@@ -21,7 +21,8 @@ Whatever the variant, float32 sigmoid, tanh, exp and erf become polynomials that
 (`fastmath.py`, from rewrite revision 6), and a layout transform walks its output, not its
 input (from revision 7, `_legalize_layout_transform`); from revision 9 a convolution's
 BatchNormalization is folded into its weights first (`affine.py`), and from revision 10
-each fused kernel may repack its weights (`prepacked`, `fuse_passes`).
+each fused kernel may repack its weights (`lowering.py`); from revision 11 the layout
+transforms of a blocked graph run inside the kernels next to them (`absorb.py`).
 
 `prepare` must run, with the same variant and rewrite revision, before task extraction,
 export and the bench build: then all three compile the same graph and the database's keys
@@ -54,13 +55,10 @@ DEFAULT = "nchw"
 # 9: per-channel affine operators after a convolution (an imported BatchNormalization)
 # are folded into its weights and one bias add (`affine.py`). 10: every fused kernel's
 # constant operands (weights, biases) are layout-free: a schedule may store them in the
-# order it reads them, packed at compile time (TVM's CPU weight prepack).
-REWRITE_REVISION = 10
-
-
-def prepacked(revision: int, target) -> bool:
-    """Whether kernels of this rewrite revision may repack their constant operands (CPUs)."""
-    return revision >= 10 and target.kind.name == "llvm"
+# order it reads them, packed at compile time (TVM's CPU weight prepack). 11: a layout
+# transform whose output one kernel reads runs inside the convolution or matrix-product
+# kernel next to it (`absorb.py`), not as a kernel of its own.
+REWRITE_REVISION = 11
 
 
 def session_revision(meta: dict) -> int:
@@ -336,75 +334,3 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
             relax.transform.CanonicalizeBindings(),
         ])(mod)
     return mod, plan
-
-
-def fuse_passes(target, prepack: bool = False):
-    """The Relax passes that turn operators into fused TIR functions, exactly as
-    `ms.relax_integration.compile_relax` runs them, so database keys match at export;
-    `prepack` (`prepacked(revision, target)`): each kernel's constant operands marked layout-free,
-    so MetaSchedule's RewriteLayout may store them in the order its schedule reads them."""
-    from tvm import relax
-    from tvm.relax import pipeline
-
-    try:
-        dispatch = list(pipeline.library_dispatch_passes(target))
-    except (ValueError, AttributeError):
-        dispatch = []
-    return [
-        *dispatch,
-        relax.transform.LegalizeOps(),
-        relax.transform.AnnotateTIROpPattern(),
-        relax.transform.FoldConstant(),
-        relax.transform.FuseOps(),
-        relax.transform.FuseTIR(),
-        *([relax.transform.AttachAttrLayoutFreeBuffers()] if prepack else []),
-    ]
-
-
-def extract_tasks(mod, target, prepack: bool = False):
-    """MetaSchedule tasks of a prepared Relax module (fused here: unfused gives none)."""
-    import tvm
-    from tvm.s_tir import meta_schedule as ms
-
-    with target:
-        fused = tvm.transform.Sequential(fuse_passes(target, prepack))(mod)
-    return ms.relax_integration.extract_tasks(fused, target)
-
-
-def compile_tuned(database, mod, target, prepack: bool = False):
-    """A prepared module compiled with a tuning database (untuned functions get defaults).
-
-    `compile_relax`'s pipeline, plus one fix: a schedule that rewrote a weight's layout
-    (Winograd's transformed kernel is layout-free) carries that rewrite as a block run on
-    every call; split it out and fold it into the constant, as the tuner measured it.
-    """
-    import tvm
-    from tvm import relax
-    from tvm.relax import pipeline
-
-    try:
-        lower = [*pipeline.dataflow_lower_passes(target), *pipeline.finalize_passes(target)]
-    except AttributeError:
-        if target.kind.name != "llvm":
-            raise
-        # TVM 0.27's relax.backend.cpu_generic does not export dataflow_lower_passes (its
-        # pipeline module defines it): without this, every CPU build fell back to
-        # compile_relax, which runs Winograd's weight rewrite on every call.
-        from tvm.relax.backend.cpu_generic import pipeline as cpu
-
-        lower = [*cpu.dataflow_lower_passes(target), *cpu.finalize_passes(target)]
-    except ValueError:
-        from tvm.s_tir import meta_schedule as ms
-
-        return ms.relax_integration.compile_relax(database, mod, target, params=None)
-
-    @tvm.transform.module_pass(opt_level=3)
-    def tuned_pipeline(mod, _ctx):
-        mod = tvm.transform.Sequential(fuse_passes(target, prepack))(mod)
-        mod = relax.transform.MetaScheduleApplyDatabase()(mod)
-        mod = relax.transform.SplitLayoutRewritePreproc()(mod)
-        mod = relax.transform.FoldConstant()(mod)
-        return tvm.transform.Sequential(lower)(mod)
-
-    with target, database, tvm.transform.PassContext(opt_level=3):
-        return relax.build(mod, target=target, relax_pipeline=tuned_pipeline)

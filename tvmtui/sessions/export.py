@@ -55,6 +55,7 @@ def export_session(session: st.Session, out: Path) -> dict:
             f"session {session.name!r} has no tuning records yet; tune it before exporting"
         )
 
+    from tvmtui.graph import lowering
     from tvmtui.graph import variants as gv
     from tvmtui.graph.relax_import import load_relax
     from tvmtui.tuning.tvm_env import import_tvm
@@ -79,7 +80,7 @@ def export_session(session: st.Session, out: Path) -> dict:
                      "this TVM (its trace replay of some rfactor schedules fails); the "
                      "library is built from the others")
     start = time.time()
-    executable = gv.compile_tuned(database, mod, target, gv.prepacked(revision, target))
+    executable = lowering.compile_tuned(database, mod, target, revision)
     from tvmtui.devices.cross import export_options
 
     executable.export_library(str(lib_path), **export_options(meta["target"]))
