@@ -306,25 +306,23 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
 # behind the closing notes of issue 10 (per-kernel timings, bandwidth), shown under the
 # row only while it stays below par.
 BELOW_PAR_WHY = {
-    "dwconv:D9": "noise decides this row: its three benches gave 1.21x, 0.91x and 0.73x, "
-                 "and between compare runs LiteRT's median moved from 0.020 to 0.029 ms and "
-                 "ours from 0.021 to 0.031 with the host. In one process, in alternating "
-                 "rounds (`benchmarks/ab.py`), this revision-10 session ran 1.04x the "
-                 "revision-7 one. The search kept NCHW this time (0.028 ms); the blocked "
-                 "kernel runs 0.006 ms but between two layout transforms of 200 KB each "
-                 "(0.006 ms each) and in three parallel launches where LiteRT, fed NHWC "
-                 "outside the timed call, makes one. Fusing the transforms into the kernel "
-                 "would close it",
-    "dqn": "revision 10 stores the 3136x512 matrix-vector product's 6.4 MB of weights in "
-           "the order it reads them (0.058 -> 0.048 ms alone). In one process, in "
-           "alternating rounds (`benchmarks/ab.py`), this session ran 1.04x the revision-7 "
-           "one (another revision-10 session 1.09x), but this compare run found the host in "
-           "its slow state (LiteRT 0.219 ms here, 0.178 ms in the run before). What remains "
-           "is the gap between the layers' sum (0.166 ms) and the deployed run: `perf` over "
-           "a steady loop put the product and the first conv each ~20% slower in the run "
-           "than alone, and ~10% of the CPU time in the thread pool's idle spinning. The "
-           "dense layer's weights in fp16 (half the bytes) would close it, but not within "
-           "the 1e-4 parity gate",
+    "dwconv:D9": "noise decides this row: between compare runs LiteRT's median moved "
+                 "from 0.020 to 0.029 ms and ours from 0.021 to 0.031 with the host. Since "
+                 "revision 11 the blocked kernel carries its two layout transforms (200 KB "
+                 "each) inside it, one launch instead of three, but the 3x3 depthwise layer "
+                 "still reads NCHW and writes NCHW around a NCHW8c core; the search has kept "
+                 "NCHW (0.021-0.028 ms) in both revision-10 and -11 runs. A blocked kernel "
+                 "that gathers its input per channel block (no separate pass) would close it",
+    "dqn": "revision 11 runs the input's layout transform inside the first conv and the "
+           "flatten's inside the 3136x512 matrix-vector product (revision 10 already stores "
+           "its 6.4 MB of weights in the order it reads them): 5 kernels instead of 7. In one "
+           "process, in alternating rounds (`benchmarks/ab.py`), this session ran 1.095x the "
+           "revision-10 one. This compare run found the host slow (LiteRT 0.268 ms here, "
+           "0.219 and 0.178 ms in earlier runs); a `tvmtui bench` of the same session right "
+           "after measured 0.217 ms against LiteRT's 0.215. What remains: the 8x8 stride-4 "
+           "first conv over 4 input channels runs at about half the peak, and the product "
+           "streams its weights from L3 at ~100 GB/s. More trials for the first conv, and "
+           "the product's weights in fp16 (not within the 1e-4 parity gate), would close it",
     "mobilenet": "revision 9 folds its 27 BatchNorms into the convolutions (each depthwise "
                  "layer lost four operators and a division per output; alone, the 112x112 "
                  "ones ran 0.10-0.13 ms instead of 0.13-0.18) and revision 10 lets each "
