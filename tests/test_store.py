@@ -137,7 +137,8 @@ def test_a_record_that_does_not_replay_is_left_out_not_fatal(cli, tmp_path):
     from tests.test_variants import conv_net
 
     model = tmp_path / "conv.onnx"
-    model.write_bytes(conv_net([(16, 3, 1)], (1, 16, 9, 9)))
+    # Two convs: two tasks (a lone one's layout transforms run inside it, one task).
+    model.write_bytes(conv_net([(16, 3, 1), (16, 3, 1)], (1, 16, 9, 9)))
     run = cli.run("tune", str(model), "--trials", "10", "--session", "r", "--json",
                   "--variants", "nchwc", "--batch", "4")
     assert run.returncode == 0, run.stderr
