@@ -165,3 +165,51 @@ def test_a_record_that_does_not_replay_is_left_out_not_fatal(cli, tmp_path):
     assert (folder / "database_tuning_record.json.unreplayable").read_bytes() == bad + b"\n"
     kept = records.read_bytes().splitlines()
     assert bad not in kept and set(lines) <= set(kept)
+
+
+def _small_database(folder):
+    """A session's MetaSchedule JSON files with 3 real records of a 64x64 matmul."""
+    from tvm import te
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.tuning.tvm_env import import_tvm
+
+    tvm = import_tvm(local_cpu_target())
+    a, b = te.placeholder((64, 64), name="A"), te.placeholder((64, 64), name="B")
+    k = te.reduce_axis((0, 64), name="k")
+    c = te.compute((64, 64), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+    paths = folder / "database_workload.json", folder / "database_tuning_record.json"
+    db = ms.database.JSONDatabase(str(paths[0]), str(paths[1]), module_equality="structural")
+    workload = db.commit_workload(mod)
+    ctx = ms.TuneContext(mod=mod, target=tvm.target.Target(local_cpu_target()),
+                         space_generator="post-order-apply", task_name="mm", rand_state=3)
+    for seconds, design in zip((1e-4, 2e-4, 3e-4), ctx.generate_design_space()):
+        db.commit_tuning_record(ms.database.TuningRecord(design.trace, workload, [seconds]))
+    return paths
+
+
+def test_a_database_that_loads_only_record_by_record_is_rewritten_and_kept(tmp_path):
+    """TVM loads a JSON database by replaying its records in parallel, which failed on
+    every try for a finished MobileNet session whose records each replayed alone: its
+    worker now writes the files afresh from the records replayed one by one. Cut short,
+    the old files (kept as *.reloading) are restored at the next open."""
+    from tvmtui.sessions import msdb
+
+    workloads, records = _small_database(tmp_path)
+    before = sorted(records.read_bytes().splitlines())
+    good, bad = msdb._replayable(workloads, records)
+    assert len(good) == 3 and not bad
+    db = msdb._rewritten(workloads, records, good)
+    assert len(db) == 3 and sorted(records.read_bytes().splitlines()) == before
+    assert not list(tmp_path.glob("*.reloading"))
+    # A rewrite cut short: the old files aside, a new one half written.
+    for path in (workloads, records):
+        path.replace(path.with_name(path.name + ".reloading"))
+    records.write_bytes(before[0] + b"\n")
+    workloads.write_bytes(b"")
+    db, moved = msdb.open_own_database(workloads, records)
+    assert moved == 0 and len(db) == 3
+    assert sorted(records.read_bytes().splitlines()) == before
+    assert not list(tmp_path.glob("*.reloading"))

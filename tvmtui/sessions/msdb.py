@@ -124,9 +124,7 @@ def load_database(workloads: Path, records: Path):
     try:
         return _json_database(workloads, records), 0
     except Exception:  # noqa: BLE001 - a trace that does not replay; sorted out below
-        good, bad = _replayable(workloads, records)
-        if not bad:
-            raise
+        good, bad = _replayable(workloads, records)  # none bad: see `_rewritten`
     db = ms.database.MemoryDatabase(module_equality="structural")
     for _, record in good:
         db.commit_workload(record.workload.mod)
@@ -134,18 +132,47 @@ def load_database(workloads: Path, records: Path):
     return db, len(bad)
 
 
+def _backup(path: Path) -> Path:
+    return path.with_name(path.name + ".reloading")
+
+
+def _rewritten(workloads: Path, records: Path, good: list):
+    """The session's JSON database written afresh from `good` (every record, each of which
+    replayed on its own). TVM 0.27 replays a JSON database's records in parallel as it
+    loads it, and that failed on every try for a finished MobileNet session ("Check
+    failed: old_outputs.size() == new_outputs.size()") while each record replayed alone:
+    a resume of it failed. The old files are kept as `*.reloading` until the new ones are
+    written (restored from there if this is cut short)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    for path in (workloads, records):
+        os.replace(path, _backup(path))
+    db = ms.database.JSONDatabase(path_workload=str(workloads),
+                                  path_tuning_record=str(records),
+                                  module_equality="structural", allow_missing=True)
+    for _, record in good:
+        db.commit_workload(record.workload.mod)
+        db.commit_tuning_record(record)
+    for path in (workloads, records):
+        _backup(path).unlink()
+    return db
+
+
 def open_own_database(workloads: Path, records: Path):
     """The session's own JSON database, for its worker (the files' one writer) ->
     (database, records set aside). Record lines whose trace does not replay (see
     `load_database`) move to `<records>.unreplayable`, kept, and the rest load."""
     moved = 0
+    for backup in (_backup(workloads), _backup(records)):  # a rewrite cut short
+        if backup.exists():
+            os.replace(backup, backup.with_name(backup.name.removesuffix(".reloading")))
     for _ in range(REPLAY_ATTEMPTS - 1):
         try:
             return _json_database(workloads, records), moved
         except Exception:  # noqa: BLE001 - a trace that does not replay; sorted out below
             good, bad = _replayable(workloads, records)
             if not bad:
-                raise
+                return _rewritten(workloads, records, good), moved
         with open(records.with_name(records.name + ".unreplayable"), "ab") as fh:
             fh.write(b"".join(line + b"\n" for line in bad))
             fh.flush()
