@@ -6,6 +6,7 @@ import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.test_variants import _target
 from tvmtui.graph import lowering
 from tvmtui.graph import variants as gv
 from tvmtui.graph.relax_import import load_relax
@@ -32,14 +33,6 @@ def flatten_net(shape=(1, 4, 21, 21), seed=0) -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model.SerializeToString()
-
-
-def _target():
-    from tvmtui.devices.local import local_cpu_target
-    from tvmtui.tuning.tvm_env import import_tvm
-
-    tvm = import_tvm(local_cpu_target())
-    return tvm, tvm.target.Target(local_cpu_target())
 
 
 def _depthwise_net(shape=(1, 16, 7, 5)) -> bytes:
