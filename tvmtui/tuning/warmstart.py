@@ -31,6 +31,7 @@ def replayed_hashes(mod, trace, target) -> set[str]:
     from tvm.s_tir import meta_schedule as ms
 
     from tvmtui.tuning.search import module_hash
+    from tvmtui.tuning.spaces import _kind
 
     keys = set()
     for recorded in (True, False):
@@ -38,9 +39,9 @@ def replayed_hashes(mod, trace, target) -> set[str]:
             sch = Schedule(mod)
             trace.apply_to_schedule(sch, remove_postproc=not recorded)
             if not recorded:
-                kind = "llvm" if target.kind.name == "llvm" else target.kind.name
                 space = ms.space_generator.PostOrderApply(
-                    sch_rules=[], postprocs=ms.Postproc.create(kind), mutator_probs={})
+                    sch_rules=[], postprocs=ms.Postproc.create(_kind(target)),
+                    mutator_probs={})
                 ctx = ms.TuneContext(mod=mod, target=target, space_generator=space,
                                      task_name="replay")
                 if not all(p.apply(sch) for p in ctx.space_generator.postprocs):
