@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from tests.test_variants import conv_net
+from tvmtui.tuning import search as sd_search
 from tvmtui.tuning import seeds as sd
 
 SHAPES = [  # (n, chunks, oh, ow, lanes, ic, kh, kw): C12, C2, an odd 3x3 map, an RGB input,
@@ -126,6 +127,12 @@ def test_a_blocked_conv_cold_batch_measures_its_seeds(cli, tmp_path):
     assert [e["seed"] for e in convs[:done["seeds_measured"]]] == [True] * done["seeds_measured"]
     assert not any(e["seed"] for e in convs[done["seeds_measured"]:])
     assert all(e["error_kind"] is None for e in convs if e["seed"])
+    # Its evolved rounds search a population sized to its 2 s batches, not the 256 cap
+    # (whose search took 17-38 s a round here).
+    rounds = [e for e in events if e["event"] == "round_done"]
+    evolved = [e["population"] for e in rounds[2:]]  # after the two cold batches
+    assert evolved and all(sd_search.MIN_POPULATION <= p < sd_search.MAX_POPULATION
+                           for p in evolved), evolved
 
     # The app's Trials tab says which trials were seeds.
     import asyncio
@@ -159,3 +166,21 @@ def test_a_blocked_conv_cold_batch_measures_its_seeds(cli, tmp_path):
                 app.screen.query_one(SummaryBar).render())
 
     asyncio.run(scenario())
+
+
+def test_the_population_is_sized_so_the_search_takes_as_long_as_measuring():
+    memory = sd_search.SearchMemory()
+    # Nothing known of the task yet: the cap.
+    assert sd_search.population_for(memory, "k", 3, 32) == sd_search.MAX_POPULATION
+    # 10 ms a schedule, 4 schedules per population member, 8 s to measure: 200.
+    memory.unit_s["k"], memory.measure_s = 0.010, 8.0
+    assert sd_search.population_for(memory, "k", 3, 32) == 200
+    # A long measurement is capped; a short one searches at least MIN_SEARCH_S.
+    memory.measure_s = 60.0
+    assert sd_search.population_for(memory, "k", 3, 32) == sd_search.MAX_POPULATION
+    memory.measure_s = 0.5
+    assert sd_search.population_for(memory, "k", 3, 32) == int(sd_search.MIN_SEARCH_S / 0.040)
+    # Never below twice the batch, whatever a schedule costs.
+    memory.unit_s["k"] = 1.0
+    assert sd_search.population_for(memory, "k", 3, 48) == 96
+    assert sd_search.population_for(memory, "other", 3, 32) == sd_search.MAX_POPULATION

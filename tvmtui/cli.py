@@ -57,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--target", help="TVM target as JSON, instead of the one the device reports")
     p.add_argument("--batch", type=int, default=32, help="candidates measured per round")
-    p.add_argument("--population", type=int, default=256, help="evolutionary population size")
+    p.add_argument("--population", type=int, default=None,
+                   help="evolutionary population size (default: sized per task and round so "
+                        "that searching takes about as long as measuring the last batch, 64-256)")
     p.add_argument("--genetic-iters", type=int, default=3, help="evolution iterations per round")
     p.add_argument(
         "--warmup-samples", type=int, default=32, help="samples before the cost model guides"

@@ -98,18 +98,19 @@ class SearchLoop:
         weights and the tasks they are."""
         from tvm.s_tir import meta_schedule as ms
 
-        from tvmtui.tuning.search import DedupSearch, module_hash
+        from tvmtui.tuning.search import DedupSearch, module_hash, population_for
         from tvmtui.tuning.spaces import is_tiny, space_generator
 
-        strategy = DedupSearch(
-            population_size=int(self.options.get("population", 256)),
-            genetic_num_iters=int(self.options.get("genetic_iters", 3)),
-            memory=self.memory,
-            score=self.cost_model.score,
-        )
+        iters = self.options.get("genetic_iters")
+        iters = 3 if iters is None else int(iters)
+        fixed = self.options.get("population")  # else sized per task and round
         seed = int(self.options.get("seed", 0)) + self.run_index * 1000 + before
         contexts, weights, kept = [], [], []
         for i in ids:
+            population = int(fixed) if fixed else population_for(
+                self.memory, self.task_keys.get(i), iters, int(self.options.get("batch") or 32))
+            strategy = DedupSearch(population_size=population, genetic_num_iters=iters,
+                                   memory=self.memory, score=self.cost_model.score)
             ctx, weight = ms.relax_integration.extracted_tasks_to_tune_contexts(
                 [self.extracted[i]], work_dir=str(self.session.path),
                 space=space_generator(self.target, self.tasks[i].without,

@@ -86,6 +86,8 @@ class BatchRecording:
 
         per_variant = self.estimates()
         variant, estimate = choose(per_variant)
+        run_wall_s = time.perf_counter() - self.builder.last_batch_end
+        self.memory.measure_s = self.builder.last_batch_s + run_wall_s
         out.append(
             (
                 ev.ROUND_DONE,
@@ -99,10 +101,12 @@ class BatchRecording:
                     "best_ms": estimate,
                     "build_timeout_lost_s": self.builder.timeout_seconds_lost,
                     "search_s": round(self.memory.search_s, 3),
+                    # The evolutionary population of the task's last search.
+                    "population": self.memory.populations.get(self.task_keys.get(task_id, "")),
                     "skipped_measured": self.memory.skipped,
                     "seeds_measured": self.memory.seeds_sent,
                     "build_wall_s": round(self.builder.last_batch_s, 3),
-                    "run_wall_s": round(time.perf_counter() - self.builder.last_batch_end, 3),
+                    "run_wall_s": round(run_wall_s, 3),
                     "elapsed_s": time.time() - self.started,
                 },
             )

@@ -27,6 +27,13 @@ MAX_REGENERATE = 4  # batches to draw before deciding the space near the records
 THIN_BATCH = 0.5
 SMALL_SPACE_POPULATION = 32  # evolution's population for a space with no tile to sample
 COLD_SAMPLES_PER_TRIAL = 4  # random schedules sampled per candidate of a cold batch
+# Unless --population fixes it, each round sizes a task's population so that its search
+# takes about as long as measuring the last batch did (at least MIN_SEARCH_S): a schedule
+# costs 15-40 ms to sample, postprocess and score, so the old fixed 256 x (3 + 1) spent
+# 17-38 s per round evolving a 16-channel conv whose batch took 2 s to build and run.
+MAX_POPULATION = 256
+MIN_POPULATION = 64  # and at least twice the batch
+MIN_SEARCH_S = 3.0
 
 
 @dataclass
@@ -47,6 +54,20 @@ class SearchMemory:
     seed_hashes: set[str] = field(default_factory=set)  # those not yet recorded
     exhausted: set[str] = field(default_factory=set)  # tasks whose space is used up
     enumerated: set[str] = field(default_factory=set)  # small spaces sampled per design
+    unit_s: dict[str, float] = field(default_factory=dict)  # per task: search s per schedule
+    populations: dict[str, int] = field(default_factory=dict)  # per task: its last search's
+    measure_s: float | None = None  # wall time of building and running the last batch
+
+
+def population_for(memory: SearchMemory, key: str | None, iters: int, batch: int) -> int:
+    """An evolutionary population whose search (population x (iters + 1) schedules sampled
+    or mutated, then scored) should take about as long as the last batch took to measure."""
+    floor = max(MIN_POPULATION, 2 * batch)
+    unit = memory.unit_s.get(key) if key else None
+    if unit is None or unit <= 0:
+        return max(floor, MAX_POPULATION)
+    budget = max(MIN_SEARCH_S, memory.measure_s or 0.0)
+    return max(floor, min(MAX_POPULATION, int(budget / (unit * (iters + 1)))))
 
 
 def module_hash(mod) -> str:
@@ -145,7 +166,9 @@ class DedupSearch(PySearchStrategy):
         seeded = self._seeds() if self.active is self.cold else []
         designs = self._one_per_design() if self.active is self.cold else []
         for _ in range(MAX_REGENERATE):
+            started = time.perf_counter()
             candidates = self.active.generate_measure_candidates()
+            self._timed(time.perf_counter() - started)
             if candidates is None and not seeded and not designs:
                 return None
             fresh, hashes = [], []
@@ -175,6 +198,14 @@ class DedupSearch(PySearchStrategy):
                 return fresh
         self.memory.exhausted.add(self.key)  # batch after batch brought nothing new
         return None
+
+    def _timed(self, seconds: float) -> None:
+        """Remember what one schedule cost this task's search (see `population_for`)."""
+        strategy = self.active
+        self.memory.populations[self.key] = strategy.population_size
+        units = strategy.population_size * (strategy.genetic_num_iters + 1)
+        if units > 0:
+            self.memory.unit_s[self.key] = seconds / units
 
     def _one_per_design(self) -> list:
         """A small space's first batch starts with a schedule of each design space."""
