@@ -1,5 +1,5 @@
 """Importing TVM for a target: only its own CPU family's tensor intrinsics, the others
-when a later target in the same process needs them."""
+when a later target in the same process needs them; and the target code is built for."""
 
 from __future__ import annotations
 
@@ -44,3 +44,18 @@ def test_llvm_facts_are_cached_per_tvm_build_and_cpu(tmp_path, monkeypatch):
     (tmp_path / "llvm-host.json").write_text(json.dumps({"key": "other", "facts": {"cpu": "x"}}))
     assert local.llvm_facts() == first
     assert json.loads((tmp_path / "llvm-host.json").read_text())["key"] == local._facts_key()
+
+
+def test_candidates_and_libraries_compile_with_the_codegen_options_once():
+    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.graph.lowering import CODEGEN_CL_OPTS, codegen_target
+    from tvmtui.tuning.tvm_env import import_tvm
+
+    tvm = import_tvm(local_cpu_target())
+    target = tvm.target.Target(local_cpu_target())
+    built = codegen_target(target)
+    assert list(built.attrs["cl-opt"]) == list(CODEGEN_CL_OPTS)
+    assert codegen_target(built).export() == built.export()  # applied once
+    # Everything else is the session's target.
+    rest = {k: v for k, v in built.export().items() if k != "cl-opt"}
+    assert rest == target.export()

@@ -22,9 +22,11 @@ def _build_and_export(mod, target) -> tuple[str, float]:
     from tvm.driver import build as tvm_build
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 
+    from tvmtui.graph.lowering import codegen_target
+
     start = time.perf_counter()
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
-    rt_mod = tvm_build(mod, target=target)
+    rt_mod = tvm_build(mod, target=codegen_target(target))
     # A linked .so: linking here runs in parallel, in the runner it would be serial.
     # For a board of another architecture, linked by its cross compiler.
     from tvmtui.devices.cross import export_options
