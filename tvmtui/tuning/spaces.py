@@ -35,7 +35,8 @@ class Verdict:
         return {"without": self.without, "error": self.error}
 
 
-def _kind(target) -> str:
+def rules_kind(target) -> str:
+    """The family of MetaSchedule rules and postprocessors a target is searched with."""
     return "cuda" if target.kind.name == "cuda" else "llvm"
 
 
@@ -45,7 +46,7 @@ def space_generator(target, without: str | None, tiny: bool = False):
     against each other."""
     from tvm.s_tir import meta_schedule as ms
 
-    kind = _kind(target)
+    kind = rules_kind(target)
     serial_too = tiny and kind == "llvm"
     if without is None and not serial_too:
         return "post-order-apply"
@@ -129,7 +130,7 @@ def diagnose(mod, target) -> Verdict:
     error = probe(mod, target, "post-order-apply")
     if error is None:
         return Verdict()
-    kind = _kind(target)
+    kind = rules_kind(target)
     parts = [f"rule:{type(r).__name__}" for r in ms.ScheduleRule.create(kind)]
     parts += [f"postproc:{type(p).__name__}" for p in ms.Postproc.create(kind)]
     for without in dict.fromkeys(parts):

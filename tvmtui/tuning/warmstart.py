@@ -31,7 +31,7 @@ def replayed_hashes(mod, trace, target) -> set[str]:
     from tvm.s_tir import meta_schedule as ms
 
     from tvmtui.tuning.search import module_hash
-    from tvmtui.tuning.spaces import _kind
+    from tvmtui.tuning.spaces import rules_kind
 
     keys = set()
     for recorded in (True, False):
@@ -40,7 +40,7 @@ def replayed_hashes(mod, trace, target) -> set[str]:
             trace.apply_to_schedule(sch, remove_postproc=not recorded)
             if not recorded:
                 space = ms.space_generator.PostOrderApply(
-                    sch_rules=[], postprocs=ms.Postproc.create(_kind(target)),
+                    sch_rules=[], postprocs=ms.Postproc.create(rules_kind(target)),
                     mutator_probs={})
                 ctx = ms.TuneContext(mod=mod, target=target, space_generator=space,
                                      task_name="replay")
