@@ -12,6 +12,7 @@ import pytest
 
 from tvmtui.sessions.store import RECORD_DB
 from tvmtui.tuning.events import EVENT_NAMES
+from tvmtui.tuning.search import UNROLL_KEY
 
 CONTRACT_TRIAL_KEYS = {"event", "t", "task", "trial", "build_s", "run_s", "predicted",
                        "error_kind", "error"}
@@ -84,6 +85,11 @@ def test_tune_resume_export_conv_c12(cli, tmp_path):
     assert events[-1]["event"] == "state" and events[-1]["state"] == "finished"
     trial_events = [e for e in events if e["event"] == "trial"]
     assert len(trial_events) == 16 and all(CONTRACT_TRIAL_KEYS <= e.keys() for e in trial_events)
+    # The first batch (4 of 16 samples) is what the screen waits for: it took the quickest
+    # builds, none asking LLVM to unroll 512 steps (a random 4 would, two times in three).
+    first_traces = [cli.session("a").trace(n) for n in range(1, 5)]
+    assert all(first_traces)
+    assert not any(f'ann_key="{UNROLL_KEY}", ann_val=512' in t for t in first_traces)
 
     second = cli.run("resume", "a", "--trials", "16", "--json")
     assert second.returncode == 0, second.stderr

@@ -8,6 +8,7 @@ from tvmtui.tuning import events as ev
 from tvmtui.tuning.recording import Recorder
 
 FIRST_BATCH = 4  # candidates in a new session's first measured batch
+SLOW_BUILDS = ("winograd",)  # variants whose candidates take seconds to compile
 
 
 class SearchLoop:
@@ -160,8 +161,9 @@ class SearchLoop:
 
         if self.memory.cold_batches <= 0:
             return  # resumed, or warm-started: there is something to evolve from
-        for index, size in self._cold_batches():
+        for n, (index, size) in enumerate(self._cold_batches()):
             task = self.extracted[index]
+            self.memory.quick_first = n == 0
             left = self.control.budget - self.trials_total
             if self.control.stop or left <= 0:
                 break
@@ -196,8 +198,13 @@ class SearchLoop:
     def _cold_batches(self) -> list[tuple[int, int]]:
         """(task, batch size) of the cold pass: cheapest tasks first, and the very first
         batch a few candidates only, so the screen shows a measured trial within seconds
-        of the tasks (a first batch of 16 random C12 schedules took 12 s to build and run)."""
-        order = sorted(range(len(self.tasks)), key=lambda i: self.tasks[i].info.flops)
+        of the tasks (a first batch of 16 random C12 schedules took 12 s to build and run).
+        Cheapest to build, then to run: a Winograd task has the fewest FLOPs but each of
+        its candidates compiles 3-5x longer than a direct conv's (C12's first trial came
+        at 16.8 s when its Winograd task went first)."""
+        order = sorted(range(len(self.tasks)),
+                       key=lambda i: (self.tasks[i].info.variant in SLOW_BUILDS,
+                                      self.tasks[i].info.flops))
         size = self.memory.cold_batch_size
         batches = [(i, size) for i in order]
         if batches and size > FIRST_BATCH:
