@@ -691,3 +691,23 @@ def test_revision_10_marks_each_kernels_weights_layout_free():
         attrs = conv.dispatched[0]["main"].attrs
         free = [int(i) for i in attrs.get("layout_free_buffers", [])] if attrs else []
         assert free == ([1, 2] if revision >= 10 else []), (revision, free)  # weight, bias
+
+
+@pytest.mark.parametrize("shape,fn", [
+    ((16, 24, 3, 3), lambda o, i, h, w: (o // 8, i // 8, h, w, i % 8, o % 8)),  # OIHW8i8o
+    ((1, 12, 5, 7), lambda n, c, h, w: (n, c // 4, h, w, c % 4)),  # NCHW4c
+    ((2, 3, 4, 5), lambda a, b, c, d: (d, b, a, c)),  # a plain transpose
+    ((4, 6), lambda i, j: (i * 6 + j,)),  # no transpose: element by element
+])
+def test_folded_layout_transforms_move_every_weight_where_the_index_map_says(shape, fn):
+    from tvm.tirx import IndexMap
+
+    from tvmtui.graph.relax_import import _apply_index_map, _as_transpose, _scatter
+
+    index_map = IndexMap.from_func(fn)
+    value = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    out_shape = [int(d) for d in index_map.map_shape(list(shape))]
+    want = _scatter(index_map, value, out_shape)
+    got = _apply_index_map(index_map, value, out_shape)
+    assert got.shape == want.shape and np.array_equal(got, want)
+    assert (_as_transpose(index_map, shape) is None) == (len(shape) == 2)

@@ -176,8 +176,55 @@ _UNARY = {"relax.sqrt": "sqrt", "relax.negative": "negative", "relax.exp": "exp"
 _SAME_ELEMENTS = ("relax.reshape", "relax.expand_dims", "relax.squeeze", "relax.flatten")
 
 
+def _as_transpose(index_map, in_shape) -> tuple[list[int], list[int]] | None:
+    """A blocking index map (each output index an input index `x`, `x // c` or `x % c`)
+    as a reshape that splits the blocked dims then a transpose: (split shape, axes)."""
+    from tvm import tirx
+
+    names = [v.name for v in index_map.initial_indices]
+    parts = []  # per output index: (input dim, "id" | "div" | "mod", block)
+    for e in index_map.final_indices:
+        if isinstance(e, tirx.Var) and e.name in names:
+            parts.append((names.index(e.name), "id", 1))
+        elif (isinstance(e, (tirx.FloorDiv, tirx.FloorMod)) and isinstance(e.a, tirx.Var)
+              and e.a.name in names and isinstance(e.b, tirx.IntImm)):
+            kind = "div" if isinstance(e, tirx.FloorDiv) else "mod"
+            parts.append((names.index(e.a.name), kind, int(e.b.value)))
+        else:
+            return None
+    if sorted((d, k) for d, k, _ in parts) != sorted(
+            {(d, k) for d, k, _ in parts}):  # an index used twice
+        return None
+    split, axis = [], {}
+    for d, n in enumerate(in_shape):
+        kinds = {k: b for dd, k, b in parts if dd == d}
+        if set(kinds) == {"id"}:
+            axis[(d, "id")] = len(split)
+            split.append(n)
+        elif set(kinds) == {"div", "mod"} and kinds["div"] == kinds["mod"] \
+                and n % kinds["div"] == 0:
+            axis[(d, "div")], axis[(d, "mod")] = len(split), len(split) + 1
+            split += [n // kinds["div"], kinds["div"]]
+        else:
+            return None
+    return split, [axis[(d, k)] for d, k, _ in parts]
+
+
 def _apply_index_map(index_map, value, shape):
     """Move every element of `value` to where a (padding-free) index map sends it."""
+    import numpy as np
+
+    plan = _as_transpose(index_map, value.shape)
+    if plan is not None and value.size == int(np.prod(shape)):
+        split, axes = plan
+        out = np.ascontiguousarray(value.reshape(split).transpose(axes))
+        if list(out.shape) == list(shape):
+            return out
+    return _scatter(index_map, value, shape)
+
+
+def _scatter(index_map, value, shape):
+    """`_apply_index_map` for any index map: element by element (slow on big weights)."""
     import numpy as np
     from tvm import tirx
 

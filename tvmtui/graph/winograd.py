@@ -19,6 +19,8 @@ hand-scheduled 0.41-0.45 ms; TOPI's NCHW one tuned 1.41 ms; LiteRT runs the laye
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 MIN_CHANNELS = 16  # below this the transforms cost more than they save
@@ -28,12 +30,17 @@ RULE_PACK, RULE_GEMM, RULE_UNPACK, RULE_OUTPUT = (
     "tvmtui_winograd_output")
 
 
+@functools.cache
 def winograd_matrices(tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A, B, G of Winograd F(tile, 3) in float64 (TVM's own interpolation points)."""
+    """A, B, G of Winograd F(tile, 3) in float64 (TVM's own interpolation points), read
+    only; computed once (in exact fractions: 30 ms, times every layer of ResNet-18)."""
     from tvm.topi.nn.winograd_util import _cook_toom_convolution, _interpolation_points
 
     a, b, g = _cook_toom_convolution(_interpolation_points(tile + 1), tile, 3)
-    return np.asarray(a, np.float64), np.asarray(b, np.float64), np.asarray(g, np.float64)
+    out = tuple(np.asarray(m, np.float64) for m in (a, b, g))
+    for m in out:
+        m.flags.writeable = False
+    return out
 
 
 def winograd_weight(weight: np.ndarray, tile: int) -> np.ndarray:
