@@ -172,13 +172,19 @@ def test_the_population_is_sized_so_the_search_takes_as_long_as_measuring():
     memory = sd_search.SearchMemory()
     # Nothing known of the task yet: the cap.
     assert sd_search.population_for(memory, "k", 3, 32) == sd_search.MAX_POPULATION
-    # 10 ms a schedule, 4 schedules per population member, 8 s to measure: 200.
-    memory.unit_s["k"], memory.measure_s = 0.010, 8.0
+    # 10 ms a schedule, 4 schedules per population member, 0.25 s to measure a candidate
+    # of this task, 32 to come: 200.
+    memory.unit_s["k"], memory.pace_s["k"] = 0.010, 0.25
     assert sd_search.population_for(memory, "k", 3, 32) == 200
+    # The search is for the batch to come: 24 candidates at that pace take 6 s.
+    assert sd_search.population_for(memory, "k", 3, 24) == 150
+    # Another task's slow builds are not this one's.
+    memory.pace_s["slow"] = 2.0
+    assert sd_search.population_for(memory, "k", 3, 24) == 150
     # A long measurement is capped; a short one searches at least MIN_SEARCH_S.
-    memory.measure_s = 60.0
+    memory.pace_s["k"] = 60.0 / 32
     assert sd_search.population_for(memory, "k", 3, 32) == sd_search.MAX_POPULATION
-    memory.measure_s = 0.5
+    memory.pace_s["k"] = 0.5 / 32
     assert sd_search.population_for(memory, "k", 3, 32) == int(sd_search.MIN_SEARCH_S / 0.040)
     # Never below twice the batch, whatever a schedule costs.
     memory.unit_s["k"] = 1.0

@@ -107,9 +107,12 @@ class SearchLoop:
         fixed = self.options.get("population")  # else sized per task and round
         seed = int(self.options.get("seed", 0)) + self.run_index * 1000 + before
         contexts, weights, kept = [], [], []
+        # The batch each search is for: the budget's remainder caps it.
+        batch = max(1, min(int(self.options.get("batch") or 32),
+                           self.control.budget - self.trials_total))
         for i in ids:
             population = int(fixed) if fixed else population_for(
-                self.memory, self.task_keys.get(i), iters, int(self.options.get("batch") or 32))
+                self.memory, self.task_keys.get(i), iters, batch)
             strategy = DedupSearch(population_size=population, genetic_num_iters=iters,
                                    memory=self.memory, score=self.cost_model.score)
             ctx, weight = ms.relax_integration.extracted_tasks_to_tune_contexts(
@@ -158,9 +161,17 @@ class SearchLoop:
         MetaSchedule's scheduler sends a batch of every task before it records any: with
         the variants' 50 ResNet-18 tasks the first trial waited for 50 searches and builds
         (over 10 minutes); here each task's trials arrive as soon as they are measured."""
-
         if self.memory.cold_batches <= 0:
             return  # resumed, or warm-started: there is something to evolve from
+        self.memory.cold_pass = True
+        try:
+            self._cold_batches_in_turn()
+        finally:
+            self.memory.cold_pass = False
+            self.memory.cold_batches = 0
+
+    def _cold_batches_in_turn(self) -> None:
+        """Each task's cold batch (see `_cold_batches`); a task that fails its own."""
         for n, (index, size) in enumerate(self._cold_batches()):
             task = self.extracted[index]
             self.memory.quick_first = n == 0
@@ -184,6 +195,7 @@ class SearchLoop:
             except RuntimeError as exc:  # one task's failure is not the session's
                 error = last_line(exc)
             if self._diagnose([index]) and not self.tasks[index].failed:
+                self.memory.cold_batches = 1
                 contexts, weights, _ = self._contexts([index], self.trials_total + 1)
                 try:
                     self._tune_one(index, contexts, weights, size)
@@ -193,7 +205,6 @@ class SearchLoop:
             if not self.tasks[index].failed:
                 self.emit_notice(f"task {index} ({task.task_name}): its first sampled batch "
                                  f"failed ({error}); the other tasks go on")
-        self.memory.cold_batches = 0
 
     def _cold_batches(self) -> list[tuple[int, int]]:
         """(task, batch size) of the cold pass: cheapest tasks first, and the very first

@@ -87,7 +87,9 @@ class BatchRecording:
         per_variant = self.estimates()
         variant, estimate = choose(per_variant)
         run_wall_s = time.perf_counter() - self.builder.last_batch_end
-        self.memory.measure_s = self.builder.last_batch_s + run_wall_s
+        if task_id in self.task_keys and candidates:
+            self.memory.pace_s[self.task_keys[task_id]] = (
+                (self.builder.last_batch_s + run_wall_s) / len(candidates))
         out.append(
             (
                 ev.ROUND_DONE,

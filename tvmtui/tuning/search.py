@@ -52,6 +52,7 @@ class SearchMemory:
     in_flight: int = 0  # handed out but not yet recorded (the scheduler overlaps tasks)
     search_s: float = 0.0  # wall time of the last generate call
     cold_batches: int = 0  # batches to draw without evolution (nothing to evolve from yet)
+    cold_pass: bool = False  # in the cold pass: no evolved batch follows a short cold one
     cold_batch_size: int = 16  # a small first batch: first results sooner
     retired: set[str] = field(default_factory=set)  # tasks (module hashes) to tune no more
     seeded: set[str] = field(default_factory=set)  # tasks whose seeds (`seeds.py`) were drawn
@@ -61,18 +62,21 @@ class SearchMemory:
     enumerated: set[str] = field(default_factory=set)  # small spaces sampled per design
     unit_s: dict[str, float] = field(default_factory=dict)  # per task: search s per schedule
     populations: dict[str, int] = field(default_factory=dict)  # per task: its last search's
-    measure_s: float | None = None  # wall time of building and running the last batch
+    pace_s: dict[str, float] = field(default_factory=dict)  # per task: s to measure one
     quick_first: bool = False  # the next cold batch takes its quickest builds (see UNROLL_KEY)
 
 
 def population_for(memory: SearchMemory, key: str | None, iters: int, batch: int) -> int:
     """An evolutionary population whose search (population x (iters + 1) schedules sampled
-    or mutated, then scored) should take about as long as the last batch took to measure."""
+    or mutated, then scored) should take about as long as measuring the `batch` candidates
+    it is for, at the pace the task's last batch was built and run. (Sized by the last
+    batch of any task, C12's final 2 trials searched 11 s, after a Winograd batch of 16
+    that took 13 s to measure.)"""
     floor = max(MIN_POPULATION, 2 * batch)
     unit = memory.unit_s.get(key) if key else None
     if unit is None or unit <= 0:
         return max(floor, MAX_POPULATION)
-    budget = max(MIN_SEARCH_S, memory.measure_s or 0.0)
+    budget = max(MIN_SEARCH_S, memory.pace_s.get(key, 0.0) * batch)
     return max(floor, min(MAX_POPULATION, int(budget / (unit * (iters + 1)))))
 
 
@@ -148,6 +152,11 @@ class DedupSearch(PySearchStrategy):
                                             init_min_unmeasured=population // 4,
                                             max_fail_count=2)
             self.inner._initialize_with_tune_context(self.context)
+            # Its cold batch too: C12's blocked Winograd sampled 64 schedules (7.8 s) to
+            # send 16 of a space of about 20.
+            self.cold = EvolutionarySearch(population_size=population, genetic_num_iters=0,
+                                           init_min_unmeasured=population // 2)
+            self.cold._initialize_with_tune_context(self.context)
         self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
         # A quick first batch picks from more samples than it sends (the allowance cuts it).
         pool = max(num_trials_per_iter, QUICK_POOL if self.memory.quick_first else 0)
@@ -175,6 +184,11 @@ class DedupSearch(PySearchStrategy):
             self.active = self.cold
             cap = self.memory.cold_batch_size
             allowance = cap if allowance is None else min(allowance, cap)
+        elif self.memory.cold_pass:
+            # A cold batch that lost a candidate to the dedup leaves its task short of the
+            # cold pass's trials, and the scheduler asks again: an evolved search of the
+            # full population (8 s on C12) for one trial, ahead of the other tasks.
+            return None
         # What a batch can hold: the budget's remainder caps it (a resumed run of 16 trials
         # whose evolution found 13 new schedules has not used its space up).
         wanted = self.batch if allowance is None else min(self.batch, allowance)
