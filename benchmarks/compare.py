@@ -338,9 +338,12 @@ BELOW_PAR_WHY = {
                  "(MetaSchedule's enable_cpu_cache_flush flushes the input too, which "
                  "overstates it), or each depthwise layer fused into the 1x1 conv that reads "
                  "its output",
-    "conv:C12": "on a 7x7 map Winograd's 16 small GEMMs read 4x the weights of the direct "
-                "conv (memory-bound), and the blocked direct conv reached 74% of peak where "
-                "the vendors run at ~95%: a level race, decided by noise",
+    "conv:C12": "a level race, decided by noise: the three benches gave 0.98, 1.09 and "
+                "0.98x. On a 7x7 map Winograd's 16 small GEMMs read 4x the weights of the "
+                "direct conv (memory-bound), so it gains little: this session's search "
+                "ended with Winograd and the blocked direct conv tied (1.565 and 1.569 ms "
+                "best; the direct one at 72% of peak, where the vendors reach ~95% on a "
+                "quiet host). A direct kernel at the vendors' efficiency would close it",
 }
 
 
