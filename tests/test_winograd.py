@@ -89,6 +89,10 @@ def test_revision_3_sessions_keep_the_nchw_winograd():
     assert any("winograd4_NCHWc" in n for n in new)
 
 
+# Over a minute: `.ci/run` runs `-m slow`. The fused task's space (register tiles, where the
+# absorbed transform runs, the unroll) holds about 90 schedules, and the search now measures
+# them until it is used up (ending at 24, it had kept one twice as slow as the best).
+@pytest.mark.slow
 def test_tuned_blocked_winograd_exports_what_onnxruntime_computes(cli, tmp_path):
     """A tuned build of the Winograd variant on a 9x11 input (outputs no multiple of the
     tile, channels 16 -> 24 -> 16) matches ONNX Runtime; every trial of its layers is
