@@ -153,7 +153,7 @@ class DedupSearch(PySearchStrategy):
                                             max_fail_count=2)
             self.inner._initialize_with_tune_context(self.context)
             # Its cold batch too: C12's blocked Winograd sampled 64 schedules (7.8 s) to
-            # send 16 of a space of about 20.
+            # send 16.
             self.cold = EvolutionarySearch(population_size=population, genetic_num_iters=0,
                                            init_min_unmeasured=population // 2)
             self.cold._initialize_with_tune_context(self.context)
