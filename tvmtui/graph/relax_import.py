@@ -192,8 +192,8 @@ def _as_transpose(index_map, in_shape) -> tuple[list[int], list[int]] | None:
             parts.append((names.index(e.a.name), kind, int(e.b.value)))
         else:
             return None
-    if sorted((d, k) for d, k, _ in parts) != sorted(
-            {(d, k) for d, k, _ in parts}):  # an index used twice
+    used = [(d, k) for d, k, _ in parts]
+    if len(used) != len(set(used)):  # an index used twice
         return None
     split, axis = [], {}
     for d, n in enumerate(in_shape):
@@ -215,11 +215,9 @@ def _apply_index_map(index_map, value, shape):
     import numpy as np
 
     plan = _as_transpose(index_map, value.shape)
-    if plan is not None and value.size == int(np.prod(shape)):
+    if plan is not None and [plan[0][a] for a in plan[1]] == list(shape):
         split, axes = plan
-        out = np.ascontiguousarray(value.reshape(split).transpose(axes))
-        if list(out.shape) == list(shape):
-            return out
+        return np.ascontiguousarray(value.reshape(split).transpose(axes))
     return _scatter(index_map, value, shape)
 
 
