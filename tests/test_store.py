@@ -5,8 +5,9 @@ import sys
 import pytest
 
 from tvmtui.errors import UserError
+from tvmtui.sessions.catalog import list_sessions
 from tvmtui.sessions.msdb import repair_json_lines
-from tvmtui.sessions.store import Session, check_name, list_sessions
+from tvmtui.sessions.store import Session, check_name
 
 META = {"workload": {"name": "w", "graph_hash": "h"}, "target": {"kind": "llvm"}, "budget": 4,
         "status": "finished"}

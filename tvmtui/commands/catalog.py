@@ -9,6 +9,7 @@ from pathlib import Path
 from tvmtui import fmt
 from tvmtui.commands.common import open_session, print_json, sessions_dir
 from tvmtui.errors import UserError
+from tvmtui.sessions import catalog
 from tvmtui.sessions import store as st
 
 
@@ -80,7 +81,7 @@ def _print_devices(obj: dict) -> None:
 def cmd_sessions(args) -> int:
     root = sessions_dir(args)
     if args.action == "list":
-        found, broken = st.list_sessions(root)
+        found, broken = catalog.list_sessions(root)
         if args.json:
             print_json([s.to_json() for s in found])
         else:
@@ -129,7 +130,7 @@ def cmd_sessions(args) -> int:
                 print(f"{key:14} {value}")
         return 0
     if args.action == "rm":
-        st.remove_session(root, args.name)
+        catalog.remove_session(root, args.name)
         print(f"removed session {args.name}")
         return 0
     raise UserError(f"unknown sessions action {args.action!r}")

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from tvmtui.errors import UserError
+from tvmtui.sessions import catalog
 from tvmtui.sessions import store as st
 from tvmtui.workloads.loader import Workload
 
@@ -103,7 +104,7 @@ def wait_for_lock(session: st.Session, pid: int, timeout: float = 20.0) -> bool:
 def same_chip_sessions(root: Path, graph_hash: str | None, target: dict,
                        fingerprint_id: str) -> list:
     """Sessions that tuned this graph (None: any graph) for this target on this very chip."""
-    found, _ = st.list_sessions(root)
+    found, _ = catalog.list_sessions(root)
     out = []
     for summary in found:
         if summary.target != target or summary.bundled:

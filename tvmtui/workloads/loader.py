@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tvmtui.errors import UserError
-from tvmtui.workloads import builtin, nets
+from tvmtui.workloads import builtin, nets, tflite_file
 
 
 @dataclass(frozen=True)
@@ -140,16 +140,6 @@ def _onnx_declared(model) -> list[tuple[str, list]]:
     ]
 
 
-def _tflite_declared(subgraph) -> list[tuple[str, list]]:
-    out = []
-    for idx in subgraph.InputsAsNumpy():
-        tensor = subgraph.Tensors(int(idx))
-        sig = tensor.ShapeSignatureAsNumpy() if tensor.ShapeSignatureLength() else None
-        out.append((tensor.Name().decode(),
-                    [int(d) for d in (sig if sig is not None else tensor.ShapeAsNumpy())]))
-    return out
-
-
 def dynamic_inputs(path: str) -> list[str]:
     """For a model file, `NAME=SUGGESTION` for every input with a symbolic dimension (what
     `--shape` / the app's shapes field needs); [] for static or unreadable files."""
@@ -159,7 +149,7 @@ def dynamic_inputs(path: str) -> list[str]:
             import tflite
 
             data = file.read_bytes()
-            declared = _tflite_declared(tflite.Model.GetRootAsModel(data, 0).Subgraphs(0))
+            declared = tflite_file.declared_inputs(tflite.Model.GetRootAsModel(data, 0).Subgraphs(0))
         else:
             import onnx
 
@@ -241,26 +231,6 @@ def _load_onnx_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
     return _checked(_file_workload(path, "onnx", _canonical_bytes(model), shapes, overrides))
 
 
-def _tflite_ops(model, subgraph) -> list[tuple[str, str]]:
-    """(operator name, name of the tensor it produces) for every operator, in order."""
-    from tflite.BuiltinOperator import BuiltinOperator
-
-    names = {v: k for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
-    out = []
-    for i in range(subgraph.OperatorsLength()):
-        op = subgraph.Operators(i)
-        code = model.OperatorCodes(op.OpcodeIndex())
-        value = max(code.DeprecatedBuiltinCode(), code.BuiltinCode())
-        produced = subgraph.Tensors(int(op.Outputs(0))).Name().decode() if op.OutputsLength() else "?"
-        name = names.get(value, f"BUILTIN_{value}")
-        if value == BuiltinOperator.CUSTOM:  # named as the frontend does
-            custom = (code.CustomCode() or b"?").decode(errors="replace")
-            name = "DETECTION_POSTPROCESS" if custom == "TFLite_Detection_PostProcess" else \
-                f"CUSTOM {custom}"
-        out.append((name, produced))
-    return out
-
-
 def _load_tflite_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
     """A `.tflite` flatbuffer: check it parses, its operators import, its shapes are static."""
     data = _read(path)
@@ -273,10 +243,10 @@ def _load_tflite_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
             raise ValueError("no TFL3 file identifier")
         model = tflite.Model.GetRootAsModel(data, 0)
         subgraph = model.Subgraphs(0)
-        ops = _tflite_ops(model, subgraph)
-        inputs = _tflite_declared(subgraph)
+        ops = tflite_file.operators(model, subgraph)
+        inputs = tflite_file.declared_inputs(subgraph)
         # Reads every operator's tensors and buffers: a corrupt offset fails here too.
-        missing, quantized = _tflite_refused(model, subgraph, ops)
+        missing, quantized = tflite_file.refused_operators(model, subgraph, ops)
     except Exception as exc:  # noqa: BLE001 - any parse failure of untrusted bytes
         raise UserError(
             f"{path} is not a readable TFLite model ({type(exc).__name__}: {exc}); "
@@ -295,36 +265,6 @@ def _load_tflite_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
         )
     shapes = resolve_shapes(inputs, overrides, path)
     return _checked(_file_workload(path, "tflite", data, shapes, overrides))
-
-
-def _tflite_refused(model, subgraph, ops) -> tuple[list[str], list[str]]:
-    """Operators the frontend has no converter for, and quantized (or dynamic-range
-    quantized) operators it refuses: each as `NAME (operator #i -> tensor T)`."""
-    from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
-
-    conv = OperatorConverter(model, subgraph, None, None)
-    missing: dict[str, list[str]] = {}
-    quantized: dict[str, list[str]] = {}
-    for i, (name, produced) in enumerate(ops):
-        where = f"operator #{i} -> tensor {produced}"
-        if name not in conv.convert_map:
-            missing.setdefault(name, []).append(where)
-            continue
-        op = subgraph.Operators(i)
-        ins, outs = conv.get_input_tensors(op), conv.get_output_tensors(op)
-        q_in = sum(t.qnn_params is not None for t in ins[:1])
-        q_w = sum(t.qnn_params is not None for t in ins[1:])
-        q_out = sum(t.qnn_params is not None for t in outs)
-        if q_in + q_w + q_out and name not in conv._SUPPORTED_QUANTIZED_OPS:
-            quantized.setdefault(name, []).append(where)
-        elif q_w and not q_in and not q_out:
-            quantized.setdefault(f"{name} [dynamic-range quantized]", []).append(where)
-
-    def grouped(found: dict[str, list[str]]) -> list[str]:
-        return [f"{name} ({places[0]}{f', +{len(places) - 1} more' if len(places) > 1 else ''})"
-                for name, places in found.items()]
-
-    return grouped(missing), grouped(quantized)
 
 
 def _checked(workload: Workload) -> Workload:

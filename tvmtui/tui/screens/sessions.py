@@ -18,6 +18,7 @@ from textual.widgets import (
 
 from tvmtui import fmt
 from tvmtui.errors import UserError
+from tvmtui.sessions import catalog
 from tvmtui.sessions import store as st
 from tvmtui.tui.screens.modals import BudgetModal, ConfirmModal
 
@@ -55,7 +56,7 @@ class SessionsScreen(Screen):
 
     def action_refresh(self) -> None:
         table = self.query_one(DataTable)
-        found, broken = st.list_sessions(self.root)
+        found, broken = catalog.list_sessions(self.root)
         keep = table.cursor_row
         table.clear()
         for s in found:
@@ -133,7 +134,7 @@ class SessionsScreen(Screen):
             if not yes:
                 return
             try:
-                st.remove_session(self.root, name)
+                catalog.remove_session(self.root, name)
                 self.notify(f"deleted {name}")
             except UserError as exc:
                 self.notify(str(exc), severity="error")
