@@ -711,3 +711,31 @@ def test_folded_layout_transforms_move_every_weight_where_the_index_map_says(sha
     got = _apply_index_map(index_map, value, out_shape)
     assert got.shape == want.shape and np.array_equal(got, want)
     assert (_as_transpose(index_map, shape) is None) == (len(shape) == 2)
+
+
+def test_a_layer_two_variants_share_is_one_task_whatever_its_names():
+    """ResNet-18's strided and 1x1 convs are the same function in NCHW8c and Winograd but
+    numbered apart; as two tasks the second's candidates were all measured already, so it
+    never got a trial and Winograd never an estimate (revision 11 kept them apart)."""
+    from tvm_ffi import structural_hash
+
+    from tvmtui.graph.tasks import extract_variant_tasks
+    from tvmtui.workloads.loader import load_workload
+
+    _, target = _target()
+    w = load_workload("resnet18")
+    base = load_relax(w.format, w.model_bytes, w.input_shapes)
+
+    def shapes(revision):
+        found = extract_variant_tasks(base, target, ["nchwc", "winograd"], revision=revision)
+        return found, [int(structural_hash(t.dispatched[0])) for t in found.tasks]
+
+    old, old_shapes = shapes(11)
+    assert len(set(old_shapes)) < len(old_shapes)  # what the fix is for
+    found, new_shapes = shapes(gv.REWRITE_REVISION)
+    assert len(set(new_shapes)) == len(new_shapes) == len(set(old_shapes))
+    shared = [w for w in found.weights if {"nchwc", "winograd"} <= set(w)]
+    assert len(shared) >= len([w for w in old.weights if {"nchwc", "winograd"} <= set(w)]) + 6
+    for variant in ("nchwc", "winograd"):  # each variant's layers all have a task
+        assert sum(w.get(variant, 0) for w in found.weights) == \
+            sum(w.get(variant, 0) for w in old.weights)

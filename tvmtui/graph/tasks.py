@@ -50,12 +50,20 @@ def extract_variant_tasks(base, target, variants: list[str], tolerance: float = 
             continue
         out.plans[variant] = plan
         for task in tasks:
-            key = (task.task_name, int(structural_hash(task.dispatched[0])))
+            # From revision 12 a task is its function's structure: the same layer under
+            # two variants is one task even where each graph numbers it apart (ResNet-18's
+            # strided and 1x1 convs are `fused_conv2d_NCHWc10_add71` in NCHW8c and
+            # `fused_conv2d_NCHWc6_add71` in Winograd). As two tasks, the second's every
+            # candidate had been measured for the first and was skipped: it never got a
+            # trial, and Winograd never got an estimate.
+            shape = int(structural_hash(task.dispatched[0]))
+            key = shape if revision >= 12 else (task.task_name, shape)
             if key not in index:
                 index[key] = len(out.tasks)
                 out.tasks.append(task)
                 out.weights.append({})
-            out.weights[index[key]][variant] = int(task.weight)
+            weights = out.weights[index[key]]
+            weights[variant] = weights.get(variant, 0) + int(task.weight)
     if not out.plans:  # none of the asked variants applies: tune the stock graph
         kept = extract_variant_tasks(base, target, [gv.DEFAULT], tolerance, revision)
         kept.skipped = out.skipped + kept.skipped

@@ -57,8 +57,10 @@ DEFAULT = "nchw"
 # constant operands (weights, biases) are layout-free: a schedule may store them in the
 # order it reads them, packed at compile time (TVM's CPU weight prepack). 11: a layout
 # transform whose output one kernel reads runs inside the convolution or matrix-product
-# kernel next to it (`absorb.py`), not as a kernel of its own.
-REWRITE_REVISION = 11
+# kernel next to it (`absorb.py`), not as a kernel of its own. 12: tasks of different
+# variants whose functions are structurally equal are one task, whatever their names
+# (`tasks.extract_variant_tasks`).
+REWRITE_REVISION = 12
 
 
 def session_revision(meta: dict) -> int:
