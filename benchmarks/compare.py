@@ -306,6 +306,15 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
 # behind the closing notes of issue 10 (per-kernel timings, bandwidth), shown under the
 # row only while it stays below par.
 BELOW_PAR_WHY = {
+    "dwconv:D1": "likely the search, not only the host. The 112x112x32 depthwise layer "
+                 "reads and writes 3.2 MB per run, and this re-run came in a slow spell (in "
+                 "the same hour ONNX Runtime took 2.86 ms on DCGAN, 1.56 before): LiteRT "
+                 "moved from 0.116 to 0.145 ms and untuned TVM from 0.171 to 0.186 since the "
+                 "revision-10 run, but tuned TVM from 0.067 to 0.154. The search kept NCHW "
+                 "at 0.121 ms best after 144 trials (NCHW8c 0.313 after 48), where the "
+                 "revision-10 run had found 0.066 ms. That session is gone, so no A/B here "
+                 "tells what changed; re-tuning D1 at the revisions between, with the best "
+                 "records timed against each other, would find it",
     "dwconv:D9": "noise decides this row: between compare runs LiteRT's median moved "
                  "from 0.020 to 0.029 ms and ours from 0.021 to 0.031 with the host. Since "
                  "revision 11 the blocked kernel carries its two layout transforms (200 KB "
