@@ -1,5 +1,5 @@
-"""Register-blocked seeds of channel-blocked convolutions: well-formed tilings, schedules
-that compute the convolution, and a cold batch that measures them."""
+"""Register-blocked seeds of channel-blocked and NCHW depthwise convolutions: well-formed
+tilings, schedules that compute the convolution, and a cold batch that measures them."""
 
 from __future__ import annotations
 
@@ -104,6 +104,63 @@ def test_seeds_compute_the_convolution(k, h, w):
         assert np.max(np.abs(got.numpy() - want)) < 1e-3
 
 
+@pytest.mark.parametrize("extents,lanes,tiled", [
+    ([1, 32, 112, 112, 1, 3, 3], 8, True),  # D1
+    ([1, 5, 9, 16, 1, 3, 3], 8, True),  # odd channels and rows: one row a tile
+    ([1, 64, 28, 28, 1, 3, 3], 4, True),  # NEON's lanes divide a 28-wide row
+    ([1, 64, 28, 28, 1, 3, 3], 8, False),  # AVX2's do not
+    ([1, 1024, 7, 7, 1, 3, 3], 8, False),  # D9: the blocked variant's
+    ([1, 16, 16, 16, 2, 3, 3], 8, False),  # two input channels a group: not depthwise
+])
+def test_depthwise_tilings_hold_whole_vectors_of_a_row(extents, lanes, tiled):
+    plans = sd.depthwise_tilings(extents, lanes)
+    assert bool(plans) == tiled
+    for plan in plans:
+        assert [math.prod(t) for t in plan.tiles] == extents
+        assert plan.tiles[3][-1] == lanes  # the row's vectors
+        rows, vectors = plan.tiles[2][-2] * plan.tiles[2][-1], plan.tiles[3][-2]
+        assert rows * vectors <= sd.REGISTERS
+        assert plan.tiles[1] == (extents[1], 1, 1, 1)  # a channel per parallel job
+        assert plan.pad_at == 3
+    assert len(set(plans)) == len(plans)
+
+
+def test_depthwise_seeds_compute_the_convolution():
+    import tvm
+    from tvm import te, topi
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.tuning.tvm_env import import_tvm
+
+    import_tvm(local_cpu_target())
+    target = tvm.target.Target(local_cpu_target())
+    c, h, w = 5, 9, 16  # odd channels and rows
+    data = te.placeholder((1, c, h, w), name="data")
+    kernel = te.placeholder((c, 1, 3, 3), name="kernel")
+    # What Relax legalizes a depthwise conv2d to: a group conv, one channel a group.
+    out = topi.nn.group_conv2d_nchw(data, kernel, 1, 1, 1, c, "float32")
+    mod = tvm.IRModule({"main": te.create_prim_func([data, kernel, out])})
+    ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
+                         task_name="dw", num_threads=2)
+    designs = ctx.generate_design_space()
+    scheds = sd.seeds(mod, designs, list(ctx.space_generator.postprocs), lanes=8)
+    # Every plan in every design (with and without a write cache).
+    assert len(scheds) == len(sd.depthwise_tilings([1, c, h, w, 1, 3, 3], 8)) * len(designs)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = sum(xp[:, :, i:i + h, j:j + w] * wt[None, :, 0, i, j, None, None]
+               for i in range(3) for j in range(3))
+    for sch in scheds:
+        assert "xx_3_fused in T.vectorized(8)" in sch.mod.script()  # a row's vector
+        lib = tvm.driver.build(sch.mod, target=target)
+        got = tvm.runtime.tensor(np.zeros((1, c, h, w), np.float32))
+        lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(wt), got)
+        assert np.max(np.abs(got.numpy() - want)) < 1e-4
+
+
 def test_no_seeds_for_other_tasks():
     import tvm
     from tvm import te
@@ -166,6 +223,41 @@ def test_a_blocked_conv_cold_batch_measures_its_seeds(cli, tmp_path):
                 app.screen.query_one(SummaryBar).render())
 
     asyncio.run(scenario())
+
+
+def depthwise_net(channels: int, size: int) -> bytes:
+    """One 3x3 depthwise Conv, 'same' padding, as an ONNX model."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = np.random.default_rng(0).standard_normal((channels, 1, 3, 3)).astype(np.float32)
+    shape = [1, channels, size, size]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["input", "w"], ["output"], kernel_shape=[3, 3],
+                          pads=[1, 1, 1, 1], group=channels)],
+        "dw", [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, shape)],
+        initializer=[numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_seeds_a_quick_first_batch_has_no_room_for_come_next(cli, tmp_path):
+    model = tmp_path / "dw.onnx"
+    model.write_bytes(depthwise_net(8, 16))
+    run = cli.run("tune", str(model), "--trials", "16", "--session", "s", "--json",
+                  "--variants", "nchw")
+    assert run.returncode == 0, run.stderr
+    events = cli.json_lines(run.stdout)
+    rounds = [e for e in events if e["event"] == "round_done"]
+    trials = [e for e in events if e["event"] == "trial"]
+    assert rounds[0]["batch"] < 8  # the session's quick first batch
+    # Every seed is measured: those the first batch cut lead the next one.
+    seeds = [e["trial"] for e in trials if e["seed"]]
+    assert len(seeds) >= 8, seeds
+    assert seeds == [e["trial"] for e in trials[:len(seeds)]]
+    assert rounds[-1]["seeds_measured"] == len(seeds)
+    assert all(e["error_kind"] is None for e in trials if e["seed"])
 
 
 def test_the_population_is_sized_so_the_search_takes_as_long_as_measuring():

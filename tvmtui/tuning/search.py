@@ -58,6 +58,7 @@ class SearchMemory:
     seeded: set[str] = field(default_factory=set)  # tasks whose seeds (`seeds.py`) were drawn
     seeds_sent: int = 0  # candidates of cold batches that were seeds
     seed_hashes: set[str] = field(default_factory=set)  # those not yet recorded
+    pending_seeds: dict[str, list] = field(default_factory=dict)  # per task: cut from a batch
     exhausted: set[str] = field(default_factory=set)  # tasks whose space is used up
     enumerated: set[str] = field(default_factory=set)  # small spaces sampled per design
     unit_s: dict[str, float] = field(default_factory=dict)  # per task: search s per schedule
@@ -192,7 +193,7 @@ class DedupSearch(PySearchStrategy):
         # What a batch can hold: the budget's remainder caps it (a resumed run of 16 trials
         # whose evolution found 13 new schedules has not used its space up).
         wanted = self.batch if allowance is None else min(self.batch, allowance)
-        seeded = self._seeds() if self.active is self.cold else []
+        seeded = self._seeds()
         designs = self._one_per_design() if self.active is self.cold else []
         quick, self.memory.quick_first = self.memory.quick_first, False
         for _ in range(MAX_REGENERATE):
@@ -214,8 +215,14 @@ class DedupSearch(PySearchStrategy):
             if (self.small_space and self.active is self.inner
                     and len(fresh) < max(1, THIN_BATCH * wanted)):
                 self.memory.exhausted.add(self.key)  # this batch is its last
-            if allowance is not None:
-                fresh, hashes = fresh[:allowance], hashes[:allowance]
+            limit = allowance if allowance is not None else (self.batch if seeded else None)
+            if limit is not None:
+                # Seeds a batch has no room for (a quick first batch sends 4 of D1's 12)
+                # lead the task's next batch, evolved or not.
+                cut = [c for c in fresh[limit:] if any(c is x for x in seeded)]
+                if cut:
+                    self.memory.pending_seeds[self.key] = cut
+                fresh, hashes = fresh[:limit], hashes[:limit]
             sent = [h for c, h in zip(fresh, hashes) if any(c is x for x in seeded)]
             self.memory.seeds_sent += len(sent)
             self.memory.seed_hashes.update(sent)
@@ -258,15 +265,20 @@ class DedupSearch(PySearchStrategy):
         return MeasureCandidate(sch, ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
 
     def _seeds(self) -> list:
-        """This task's register-blocked starting points, the first time it is cold-sampled."""
+        """This task's register-blocked starting points: those a batch had no room for,
+        then, the first time it is cold-sampled, all of them."""
+        from tvmtui.graph.variants import vector_block
         from tvmtui.tuning.seeds import seeds
 
-        if self.key in self.memory.seeded or not self.design_spaces:
-            return []
+        pending = self.memory.pending_seeds.pop(self.key, [])
+        if (self.active is not self.cold or self.key in self.memory.seeded
+                or not self.design_spaces):
+            return pending
         self.memory.seeded.add(self.key)
         postprocs = list(self.context.space_generator.postprocs)
-        return [self._candidate(sch)
-                for sch in seeds(self.context.mod, self.design_spaces, postprocs)]
+        lanes = vector_block(self.context.target)
+        return pending + [self._candidate(sch) for sch in
+                          seeds(self.context.mod, self.design_spaces, postprocs, lanes)]
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.active.notify_runner_results(measure_candidates, results)

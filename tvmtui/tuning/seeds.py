@@ -1,4 +1,4 @@
-"""Register-blocked starting points for channel-blocked convolutions.
+"""Register-blocked starting points for channel-blocked and NCHW depthwise convolutions.
 
 MetaSchedule's random samples of a `conv2d_NCHWc` space rarely block registers well, and its
 evolution starts from what was sampled: after 48 trials C12 in NCHW8c measured 3.2 ms here,
@@ -7,6 +7,13 @@ pixels of one channel block are accumulated in vector registers, the block's lan
 vectorized, the input channels reduced a block at a time) measured 1.6 ms. `seeds` fills
 the first (cold) batch of such a task with those tilings, in each of its design spaces; the
 cost model and evolution take it from there, and a seed is measured like any candidate.
+
+An NCHW depthwise conv (TOPI's `group_conv2d_nchw` with one input channel per group) gets
+seeds too: a row of output vectors accumulated in registers, the padding computed per
+channel. Its three design spaces (with and without a write cache) differ more than their
+tiles: on D1 (112x112, 32 channels) the search kept to the one with the slowest copy-back
+and stopped at 0.121 ms after 144 trials, where this tiling measured 0.079-0.091 ms in two
+of the three designs and 0.097-0.112 ms in the third (same process, interleaved).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from itertools import product
 # channel chunk, oh, ow, channel block) then reduction. (Depthwise blocked convs were
 # tried too: on D9 their seeds measured no better than random samples, so none.)
 BLOCKS = {"conv2d_NCHWc": ("ic", "kh", "kw")}
+DEPTHWISE = "group_conv2d_nchw"  # its loops: n, channel, oh, ow, then ic (1), kh, kw
 MAX_SEEDS = 12  # per task: a cold batch is 16
 REGISTERS = 14  # vector accumulators that fit beside a weight and a broadcast (16 regs)
 UNROLL = (1, 2)  # decisions of the unroll categorical: max steps 16 and 64
@@ -39,6 +47,9 @@ class Tiling:
 
     tiles: tuple[tuple[int, ...], ...]  # per loop, outermost factor first
     unroll: int
+    # Where the padding is computed: the root (a pass of its own before the conv), or the
+    # candidate location of this index (3: inside the outermost tile level, n0 c0 h0 w0).
+    pad_at: int = -1
 
 
 def divisors(n: int) -> list[int]:
@@ -91,14 +102,39 @@ def _row_tilings(extents: list[int]) -> list[Tiling]:
     return out
 
 
-def seeds(mod, design_spaces, postprocs) -> list:
-    """Post-processed schedules of `mod` with the tilings above, for every design space
-    whose trace tiles a block of BLOCKS; [] for any other task."""
-    block = _blocked_conv(mod)
-    if block is None:
+def depthwise_tilings(extents: list[int], lanes: int) -> list[Tiling]:
+    """Seeds for an NCHW depthwise conv with these loop extents, or none when its output
+    rows are not whole vectors of `lanes` (a 7x7 or 14x14 map: the blocked variant's)."""
+    n, channels, oh, ow, ic, *kernel = extents
+    if ic != 1 or ow % lanes:
         return []
-    name, extents = block
-    plans = tilings(extents)
+    # Up to 7 vectors of a row, times two rows: 14 accumulators (see REGISTERS). Each
+    # channel is one parallel job that pads its own map, then walks its rows.
+    vectors = max(d for d in divisors(ow // lanes) if d <= REGISTERS // 2)
+    rows = 2 if oh % 2 == 0 else 1
+    out = []
+    for row_tile, unroll in product(((1, rows), (rows, 1)), UNROLL):
+        spatial = [(n, 1, 1, 1), (channels, 1, 1, 1), (1, oh // rows, *row_tile),
+                   (1, ow // (vectors * lanes), vectors, lanes)]
+        out.append(Tiling(tuple(spatial + [(1, ic), *((1, k) for k in kernel)]), unroll,
+                          pad_at=3))
+    return list(dict.fromkeys(out))
+
+
+def seeds(mod, design_spaces, postprocs, lanes: int = 8) -> list:
+    """Post-processed schedules of `mod` with the tilings above, for every design space
+    whose trace tiles a block of BLOCKS or an NCHW depthwise conv; [] for any other task.
+    `lanes`: float32 lanes of the target's vectors (a depthwise conv's rows are tiled by
+    them)."""
+    block = _blocked_conv(mod)
+    if block is not None:
+        name, extents = block
+        plans = tilings(extents)
+    else:
+        extents = _block_extents(mod, DEPTHWISE, 7)
+        if extents is None:
+            return []
+        name, plans = DEPTHWISE, depthwise_tilings(extents, lanes)
     out = []
     for plan, design in product(plans, design_spaces):
         if len(out) >= MAX_SEEDS:
@@ -140,23 +176,29 @@ def replay(mod, design, decisions: dict, postprocs, seed: int | None = None):
 
 
 def _blocked_conv(mod) -> tuple[str, list[int]] | None:
-    from tvm import s_tir
-
-    sch = s_tir.Schedule(mod)
     for name, reduction in BLOCKS.items():
-        try:
-            block = sch.get(sch.get_sblock(name))
-        except Exception:  # noqa: BLE001 - no such block in this task
-            continue
-        extents = [int(v.dom.extent) for v in block.iter_vars]
-        if len(extents) == 5 + len(reduction):
+        extents = _block_extents(mod, name, 5 + len(reduction))
+        if extents is not None:
             return name, extents
     return None
 
 
+def _block_extents(mod, name: str, loops: int) -> list[int] | None:
+    """The extents of block `name`'s loops in `mod`, if it has one with that many."""
+    from tvm import s_tir
+
+    sch = s_tir.Schedule(mod)
+    try:
+        block = sch.get(sch.get_sblock(name))
+    except Exception:  # noqa: BLE001 - no such block in this task
+        return None
+    extents = [int(v.dom.extent) for v in block.iter_vars]
+    return extents if len(extents) == loops else None
+
+
 def _decisions(trace, block_name: str, plan: Tiling) -> dict | None:
     """The design's own decisions, with the block's tiles, the unroll and the padding's
-    place (computed whole, before the convolution) replaced by the plan's."""
+    place replaced by the plan's."""
     decisions = dict(trace.decisions)
     blocks, loops = {}, {}
     for inst in trace.insts:
@@ -179,5 +221,5 @@ def _decisions(trace, block_name: str, plan: Tiling) -> dict | None:
         elif kind == "SampleCategorical":
             decisions[inst] = plan.unroll
         elif kind == "SampleComputeLocation" and "pad" in blocks.get(inst.inputs[0], ""):
-            decisions[inst] = -1
+            decisions[inst] = plan.pad_at
     return decisions if placed == len(plan.tiles) else None
