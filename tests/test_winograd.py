@@ -89,6 +89,51 @@ def test_revision_3_sessions_keep_the_nchw_winograd():
     assert any("winograd4_NCHWc" in n for n in new)
 
 
+def _space_size(mod, target, samples: int) -> int:
+    """Distinct schedules among `samples` random ones of `mod`'s design spaces."""
+    from tvm import s_tir
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvmtui.tuning.search import module_hash
+
+    ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
+                         task_name="w", rand_state=1)
+    designs = ctx.generate_design_space()
+    postprocs = list(ctx.space_generator.postprocs)
+    seen = set()
+    for seed in range(1, samples + 1):
+        sch = s_tir.Schedule(mod, seed=seed, debug_mask=0)
+        s_tir.schedule.Trace(designs[seed % len(designs)].trace.insts, {}).apply_to_schedule(
+            sch, remove_postproc=True)
+        if all(p.apply(sch) for p in postprocs):
+            seen.add(module_hash(sch.mod))
+    return len(seen)
+
+
+def test_a_small_space_is_measured_to_its_end(cli, tmp_path):
+    """A 7x7 Winograd layer's space holds a few dozen schedules (register tiles x
+    unrolls): the search measures them all before it calls the space used up. (It was
+    called used up at the first evolved batch with fewer than half a batch of new ones:
+    C12's after 17 of its 32.)"""
+    from tvmtui.sessions.msdb import load_database
+    from tvmtui.sessions.store import RECORD_DB, WORKLOAD_DB
+
+    model = tmp_path / "c.onnx"
+    model.write_bytes(conv_net([(32, 3, 1)], (1, 16, 7, 7)))  # C12's 4 register tiles
+    run = cli.run("tune", str(model), "--trials", "200", "--session", "w", "--json",
+                  "--variants", "winograd", "--batch", "8")
+    assert run.returncode == 0, run.stderr
+    events = cli.json_lines(run.stdout)
+    assert [e for e in events if e["event"] == "state"][-1]["reason"] == "search space exhausted"
+    session = cli.session("w")
+    db, _ = load_database(session.file(WORKLOAD_DB), session.file(RECORD_DB))
+    records = [r for r in db.get_all_tuning_records() if "winograd" in r.workload.mod.script()]
+    _, target = _target()
+    size = _space_size(records[0].workload.mod, target, 160)
+    assert size > 12  # a space worth the test
+    assert len(records) >= size - 2, (len(records), size)
+
+
 # Over a minute: `.ci/run` runs `-m slow`. The fused task's space (register tiles, where the
 # absorbed transform runs, the unroll) holds about 90 schedules, and the search now measures
 # them until it is used up (ending at 24, it had kept one twice as slow as the best).
