@@ -306,15 +306,6 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
 # behind the closing notes of issue 10 (per-kernel timings, bandwidth), shown under the
 # row only while it stays below par.
 BELOW_PAR_WHY = {
-    "dwconv:D1": "likely the search, not only the host. The 112x112x32 depthwise layer "
-                 "reads and writes 3.2 MB per run, and this re-run came in a slow spell (in "
-                 "the same hour ONNX Runtime took 2.86 ms on DCGAN, 1.56 before): LiteRT "
-                 "moved from 0.116 to 0.145 ms and untuned TVM from 0.171 to 0.186 since the "
-                 "revision-10 run, but tuned TVM from 0.067 to 0.154. The search kept NCHW "
-                 "at 0.121 ms best after 144 trials (NCHW8c 0.313 after 48), where the "
-                 "revision-10 run had found 0.066 ms. That session is gone, so no A/B here "
-                 "tells what changed; re-tuning D1 at the revisions between, with the best "
-                 "records timed against each other, would find it",
     "dwconv:D9": "noise decides this row: between compare runs LiteRT's median moved "
                  "from 0.020 to 0.029 ms and ours from 0.021 to 0.031 with the host. Since "
                  "revision 11 the blocked kernel carries its two layout transforms (200 KB "
@@ -322,15 +313,17 @@ BELOW_PAR_WHY = {
                  "still reads NCHW and writes NCHW around a NCHW8c core; the search has kept "
                  "NCHW (0.021-0.028 ms) in both revision-10 and -11 runs. A blocked kernel "
                  "that gathers its input per channel block (no separate pass) would close it",
-    "dqn": "noise decides this row, at parity. Re-tuned on the current build (288 "
-           "trials), five benches in a row put LiteRT at 0.180-0.208 ms and ours at "
-           "0.19-0.23, a ratio of 0.88-1.07x each time (a three-bench run minutes before: "
-           "0.71-0.90x, with LiteRT's median at 0.204 and ours at 0.248). The deployed "
-           "library alone in one process runs 0.186-0.205 ms, the sum of its five kernels. "
-           "What remains: the 8x8 stride-4 first conv over 4 input channels runs at 63% "
-           "of the peak, and the 3136x512 matrix-vector product streams its 6.4 MB of "
-           "weights at ~110 GB/s (memory-bound). More trials for the first conv, and the "
-           "product's weights in fp16 (not within the 1e-4 parity gate), would close it",
+    "dqn": "re-tuned on the current build (288 trials), three benches gave 0.88, 0.94 "
+           "and 0.83x: LiteRT ran 0.180-0.207 ms in this run (0.204 in the last one), ours "
+           "0.217. Against the previous session's library, timed interleaved in one "
+           "process (`benchmarks/ab.py`), this one runs 0.974x (0.219 against 0.225 ms): "
+           "the search did not regress, LiteRT ran faster. The layers sum to 0.174 ms; "
+           "the gap to the deployed run is the 3136x512 matrix-vector product (6.4 MB of "
+           "weights): 0.094-0.097 ms within the run and in `benchmarks/in_context.py`'s "
+           "20-call loops, 0.053-0.055 ms called 200 times back to back (as the tuner "
+           "times it), whatever the input values. Why a streaming kernel runs 1.7x slower "
+           "in short runs was not found here; that, and the 8x8 stride-4 first conv over "
+           "4 input channels at 58% of the peak, would close it",
     "mobilenet": "re-tuned on the current build (1,056 trials), the search found the "
                  "14x14 512->512 layer that runs 5 times (41% of the time) a schedule at "
                  "0.59 ms, 84% of the peak (the revision-10 session had kept 0.74 ms). The "
@@ -347,17 +340,6 @@ BELOW_PAR_WHY = {
                  "(MetaSchedule's enable_cpu_cache_flush flushes the input too, which "
                  "overstates it), or each depthwise layer fused into the 1x1 conv that reads "
                  "its output",
-    "conv:C12": "a level race, decided by noise: the three benches gave 0.98, 1.09 and "
-                "0.98x. On a 7x7 map Winograd's 16 small GEMMs read 4x the weights of the "
-                "direct conv (memory-bound), so it gains little: this session's search "
-                "ended with Winograd and the blocked direct conv tied (1.565 and 1.569 ms "
-                "best; the direct one at 72% of peak, where the vendors reach ~95% on a "
-                "quiet host). The register tile is not what limits the direct kernel: "
-                "computed over its 49 pixels flattened (padded to 54), a 6-pixel x 2-block "
-                "tile with 12 accumulators and no spills timed 1.74 ms after 96 trials, "
-                "against 1.69-1.77 ms for the 7-accumulator row tile, timed interleaved. "
-                "A direct kernel at the vendors' efficiency would close it; what it does "
-                "differently here is not yet known",
 }
 
 
