@@ -112,9 +112,9 @@ def _space_size(mod, target, samples: int) -> int:
 
 def test_a_small_space_is_measured_to_its_end(cli, tmp_path):
     """A 7x7 Winograd layer's space holds a few dozen schedules (register tiles x
-    unrolls): the search measures them all before it calls the space used up. (It was
-    called used up at the first evolved batch with fewer than half a batch of new ones:
-    C12's after 17 of its 32.)"""
+    unrolls): the search measures them all before it calls the space used up. (Called
+    used up at the first evolved batch with fewer than half a batch of new ones, this
+    one stopped at 14 of its 31; at two such batches in a row, at 20 in one run.)"""
     from tvmtui.sessions.msdb import load_database
     from tvmtui.sessions.store import RECORD_DB, WORKLOAD_DB
 

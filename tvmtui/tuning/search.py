@@ -18,17 +18,13 @@ from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch, PySearch
 from tvm_ffi import structural_hash
 
 MAX_REGENERATE = 4  # batches to draw before deciding the space near the records is used up
-# Evolved batches of a small space (no tile to sample, like a blocked Winograd's few
-# register tiles) with fewer new schedules than this share of what the batch could hold,
-# THIN_STREAK of them in a row: the space is used up, and each further search of it would
-# cost a full evolution (13 s a round on C6) for a schedule or two. One thin batch is not
-# enough: the search's population of 32 starts from the best measured records and repeats
-# samples, so C12's Winograd task (32 schedules in all: 4 register tiles x 4 unrolls x 2)
-# was judged used up after 17, DQN's and ResNet-18's after 13-16. A tiled space is never
-# judged so (evolution re-finds schedules a resumed session measured before it); it ends
-# when MAX_REGENERATE batches bring nothing new.
-THIN_BATCH = 0.5
-THIN_STREAK = 2
+# A space is used up when MAX_REGENERATE batches in a row bring nothing new. Batches that
+# bring only a few are no sign of it in a small space (no tile to sample, like a blocked
+# Winograd's few register tiles): each round samples 32 of it afresh, starting from the
+# best measured records, and repeats itself. Ended at the first batch under half new, C12's
+# Winograd task stopped after 17 of its 32 schedules (4 register tiles x 4 unrolls x 2)
+# and the best was its 24th; two such batches in a row still ended a 31-schedule space at
+# 20. Searching on costs a round of sampling (2-4 s), not an evolution.
 SMALL_SPACE_POPULATION = 32  # evolution's population for a space with no tile to sample
 COLD_SAMPLES_PER_TRIAL = 4  # random schedules sampled per candidate of a cold batch
 # Unless --population fixes it, each round sizes a task's population so that its search
@@ -64,7 +60,6 @@ class SearchMemory:
     seed_hashes: set[str] = field(default_factory=set)  # those not yet recorded
     pending_seeds: dict[str, list] = field(default_factory=dict)  # per task: cut from a batch
     exhausted: set[str] = field(default_factory=set)  # tasks whose space is used up
-    thin_batches: dict[str, int] = field(default_factory=dict)  # per task: in a row
     enumerated: set[str] = field(default_factory=set)  # small spaces sampled per design
     unit_s: dict[str, float] = field(default_factory=dict)  # per task: search s per schedule
     populations: dict[str, int] = field(default_factory=dict)  # per task: its last search's
@@ -195,9 +190,6 @@ class DedupSearch(PySearchStrategy):
             # cold pass's trials, and the scheduler asks again: an evolved search of the
             # full population (8 s on C12) for one trial, ahead of the other tasks.
             return None
-        # What a batch can hold: the budget's remainder caps it (a resumed run of 16 trials
-        # whose evolution found 13 new schedules has not used its space up).
-        wanted = self.batch if allowance is None else min(self.batch, allowance)
         seeded = self._seeds()
         designs = self._one_per_design() if self.active is self.cold else []
         quick, self.memory.quick_first = self.memory.quick_first, False
@@ -217,12 +209,6 @@ class DedupSearch(PySearchStrategy):
                     continue
                 fresh.append(cand)
                 hashes.append(h)
-            if self.small_space and self.active is self.inner:
-                thin = len(fresh) < max(1, THIN_BATCH * wanted)
-                streak = self.memory.thin_batches.get(self.key, 0) + 1 if thin else 0
-                self.memory.thin_batches[self.key] = streak
-                if streak >= THIN_STREAK:
-                    self.memory.exhausted.add(self.key)  # this batch is its last
             limit = allowance if allowance is not None else (self.batch if seeded else None)
             if limit is not None:
                 # Seeds a batch has no room for (a quick first batch sends 4 of D1's 12)
