@@ -69,7 +69,8 @@ def test_seeds_compute_the_convolution(k, h, w):
     mod = tvm.IRModule({"main": te.create_prim_func([data, kernel, out])})
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
                          task_name="conv", num_threads=2)
-    scheds = sd.seeds(mod, ctx.generate_design_space(), list(ctx.space_generator.postprocs))
+    scheds = sd.seeds(mod, ctx.generate_design_space(), list(ctx.space_generator.postprocs),
+                      lanes=8)
     assert 0 < len(scheds) <= sd.MAX_SEEDS
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 3, h, w, 8)).astype(np.float32)
@@ -167,7 +168,7 @@ def test_no_seeds_for_other_tasks():
 
     a = te.placeholder((16, 16), name="a")
     b = te.compute((16, 16), lambda i, j: a[i, j] * 2.0, name="double")
-    assert sd.seeds(tvm.IRModule({"main": te.create_prim_func([a, b])}), [], []) == []
+    assert sd.seeds(tvm.IRModule({"main": te.create_prim_func([a, b])}), [], [], lanes=8) == []
 
 
 def test_a_blocked_conv_cold_batch_measures_its_seeds(cli, tmp_path):

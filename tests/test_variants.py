@@ -453,12 +453,9 @@ def test_reuse_across_sessions_is_marked_and_measured_again(cli, tmp_path):
     assert {e["shash"] for e in reused} <= replayed
     # Sessions with no task in common are passed over by the hashes their workload file
     # lists, without loading them: those are the hashes of the workloads loaded.
-    from tvm_ffi import structural_hash
-
     from tvmtui.sessions.msdb import workload_hashes
-    from tvmtui.tuning.warmstart import HASH_MASK
 
-    loaded = {structural_hash(r.workload.mod) & HASH_MASK for r in db.get_all_tuning_records()}
+    loaded = {module_hash(r.workload.mod) for r in db.get_all_tuning_records()}
     assert loaded and loaded <= workload_hashes(src.file(WORKLOAD_DB))
     cold = cli.run("tune", str(one), "--trials", "4", "--session", "cold", "--json",
                    "--variants", "nchw", "--no-reuse")

@@ -68,16 +68,17 @@ def count_records(path: Path) -> int:
     return sum(1 for line in path.read_bytes().splitlines() if line.strip())
 
 
-def workload_hashes(path: Path) -> set[int]:
+def workload_hashes(path: Path) -> set[str]:
     """The structural hashes of the workloads a database file holds (each line's first
-    field), read without loading the database: loading replays every record's trace,
-    65 s for the 11 compare sessions here, before a new session's first trial."""
+    field), as `search.module_hash` writes them, read without loading the database:
+    loading replays every record's trace, 65 s for the 11 compare sessions here, before a
+    new session's first trial."""
     out = set()
     if not path.exists():
         return out
     for line in path.read_bytes().splitlines():
         try:
-            out.add(int(json.loads(line)[0]))
+            out.add(format(int(json.loads(line)[0]), "016x"))
         except (ValueError, TypeError, IndexError):
             continue  # a line cut short by a crash: the load repairs it
     return out

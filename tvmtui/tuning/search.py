@@ -272,7 +272,7 @@ class DedupSearch(PySearchStrategy):
         postprocs = list(self.context.space_generator.postprocs)
         lanes = vector_block(self.context.target)
         return pending + [self._candidate(sch) for sch in
-                          seeds(self.context.mod, self.design_spaces, postprocs, lanes)]
+                          seeds(self.context.mod, self.design_spaces, postprocs, lanes=lanes)]
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.active.notify_runner_results(measure_candidates, results)

@@ -121,7 +121,7 @@ def depthwise_tilings(extents: list[int], lanes: int) -> list[Tiling]:
     return list(dict.fromkeys(out))
 
 
-def seeds(mod, design_spaces, postprocs, lanes: int = 8) -> list:
+def seeds(mod, design_spaces, postprocs, *, lanes: int) -> list:
     """Post-processed schedules of `mod` with the tilings above, for every design space
     whose trace tiles a block of BLOCKS or an NCHW depthwise conv; [] for any other task.
     `lanes`: float32 lanes of the target's vectors (a depthwise conv's rows are tiled by

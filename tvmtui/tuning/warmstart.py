@@ -10,8 +10,6 @@ from pathlib import Path
 
 from tvmtui.sessions import store as st
 
-HASH_MASK = 0xFFFFFFFFFFFFFFFF  # MetaSchedule writes a workload's hash unsigned
-
 
 def record_candidate(mod, trace):
     """A database record's schedule of `mod`, as a candidate to measure again."""
@@ -97,17 +95,16 @@ class WarmStart:
         """A new session warm-starts from the best records of other sessions on this chip
         and target with the same tasks (ResNet-18's convolutions are C1-C12): each is
         measured again here before it counts, and its trial says where it came from."""
-        from tvm_ffi import structural_hash
-
         from tvmtui.sessions.launch import same_chip_sessions
         from tvmtui.sessions.msdb import workload_hashes
+        from tvmtui.tuning.search import module_hash
 
         fingerprint = (self.meta.get("fingerprint") or {}).get("id")
         if (self.prior_trials or not self.options.get("reuse", False) or not fingerprint
                 or (self.meta.get("transfer") or {}).get("pending")):
             return
         root = self.session.path.parent
-        ours = {structural_hash(task.dispatched[0]) & HASH_MASK for task in self.extracted}
+        ours = {module_hash(task.dispatched[0]) for task in self.extracted}
         sources = [s.name for s in same_chip_sessions(root, None, self.meta["target"], fingerprint)
                    if s.name != self.session.name and s.trials
                    and workload_hashes(root / s.name / st.WORKLOAD_DB) & ours]
