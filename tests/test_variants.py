@@ -229,8 +229,25 @@ def test_variants_through_tune_resume_show_export(cli, tmp_path):
     assert complete and done["variant"] == min(complete, key=complete.get)
     assert done["best_ms"] == pytest.approx(complete[done["variant"]])
 
+    # Confirming measured the heavy tasks of the variants still in the race again and
+    # chose among them with the medians it kept (`contenders`, `confirmed_estimates`).
+    from tvmtui.tuning.estimate import confirmed_estimates, contenders
+
+    finished = [e for e in events if e["event"] == "state" and e["state"] == "finished"][-1]
+    rivals = contenders(done["variants_ms"])
+    assert finished["variant"] in rivals
+    medians = {e["task"]: e["confirmed_ms"] / 1000 for e in events if e["event"] == "confirmed"}
+    assert medians
+    bests = {e["task"]: e["best_s"] for e in events if e["event"] == "task_best"}
+    weights = {t["index"]: t["weights"] for t in extracted["tasks"]}
+    again = confirmed_estimates([(weights[i], bests.get(i), medians.get(i)) for i in weights],
+                                rivals)
+    assert finished["variant"] == min(rivals, key=lambda v: again[v])
+    assert finished["confirmed_ms"] == pytest.approx(again[finished["variant"]], rel=1e-6)
+    if finished["variant"] != done["variant"]:
+        assert any("export builds" in e["message"] for e in events if e["event"] == "notice")
     shown = json.loads(cli.run("sessions", "show", "v", "--json").stdout)
-    assert shown["variant"] == done["variant"]
+    assert shown["variant"] == finished["variant"]
     assert [t["variant"] for t in shown["tasks"]] == [by_task[i] for i in range(len(by_task))]
     assert sum(t["trials"] for t in shown["tasks"]) == 24
 
@@ -310,6 +327,25 @@ def test_estimates_and_the_variant_bandit():
                            partial={"winograd": (4.0, 15)}) == {}
     assert losing_variants(est, {"nchwc": 60, "winograd": 0},  # not clearly behind
                            partial={"winograd": (1.7, 60)}) == {}
+
+
+def test_the_variant_export_builds_is_chosen_again_with_the_confirmed_medians():
+    from tvmtui.tuning.estimate import confirmed_estimates, contenders
+
+    # Within 1.25x of the fastest: still in the race, fastest first; 1.3x and incomplete
+    # variants are not.
+    assert contenders({"winograd": 0.144, "nchwc": 0.150, "nchw": 0.348}) == ["winograd", "nchwc"]
+    assert contenders({"a": 1.0, "b": 1.25, "c": 1.3, "d": None}) == ["a", "b"]
+    assert contenders({"a": None}) == [] and contenders({}) == []
+    # DQN: three tasks both run, then its 7x7 conv as Winograd (0.017 ms tuned, 0.031
+    # measured again) or NCHW8c (0.024, not confirmed: its tuned best stands).
+    tasks = [({"nchwc": 1, "winograd": 1}, 0.000049, 0.000048),
+             ({"nchwc": 1, "winograd": 1}, 0.000030, None),
+             ({"winograd": 1}, 0.000017, 0.000031), ({"nchwc": 1}, 0.000024, None),
+             ({"nchw": 1}, 0.000300, None)]
+    est = confirmed_estimates(tasks, ["winograd", "nchwc"])
+    assert est == {"winograd": pytest.approx(0.109), "nchwc": pytest.approx(0.102)}
+    assert min(est, key=est.get) == "nchwc"
 
 
 def test_negligible_tasks_stop_after_their_first_batches():

@@ -152,6 +152,9 @@ class SessionView:
             self.reason = e.get("reason", "")
             if e.get("confirmed_ms") is not None:
                 self.confirmed_ms = e["confirmed_ms"]
+            if e.get("variant"):  # chosen again once measured again (confirm.py)
+                self.variant = e["variant"]
+                self.best_ms = e.get("best_ms", self.best_ms)
             if self.state == ev.RESUMED:
                 self.state = ev.RUNNING
         elif kind == ev.NOTICE:

@@ -34,6 +34,7 @@ def choose(estimates: dict[str, float | None]) -> tuple[str, float | None]:
     return best, complete[best]
 
 
+
 # A variant stops getting trials once it is clearly behind the fastest: four times as slow
 # after a first batch on each of its tasks (8 trials), twice as slow after 16, or 25% slower
 # after 48 (measurements here are noisy, and a variant that starts slow can still catch up
@@ -92,6 +93,29 @@ def losing_variants(estimates: dict[str, float | None], min_trials: dict[str, in
                 break
     return out
 
+
+def contenders(estimates: dict[str, float | None]) -> list[str]:
+    """The complete variants still in the race at the end: within the last retire rule's
+    ratio of the fastest (see RETIRE_RULES), fastest first. Their heavy tasks are measured
+    again before export picks one of them (see `confirm.py`)."""
+    complete = {v: ms for v, ms in estimates.items() if ms is not None}
+    if not complete:
+        return []
+    best = min(complete.values())
+    ratio = RETIRE_RULES[-1][1]
+    return sorted((v for v, ms in complete.items() if ms <= ratio * best), key=complete.get)
+
+
+def confirmed_estimates(tasks: Iterable[tuple[dict[str, int], float | None, float | None]],
+                        variants: Iterable[str]) -> dict[str, float | None]:
+    """(weights by variant, best seconds or None, confirmed seconds or None) per task ->
+    estimate ms of each of `variants`, with each task's confirmed median where it has one
+    and its best otherwise."""
+    wanted = set(variants)
+    return {v: ms for v, ms in variant_estimates(
+        ({v: w for v, w in weights.items() if v in wanted},
+         confirmed if confirmed is not None else best)
+        for weights, best, confirmed in tasks).items() if v in wanted}
 
 # A task that, measured 16 times, takes under 2% of every complete estimate of the variants
 # that run it gets no more trials, as long as the tasks so retired take under 5% of each

@@ -15,14 +15,17 @@ TRIAL = "trial"
 COST_MODEL_UPDATED = "cost_model_updated"
 TASK_BEST = "task_best"
 ROUND_DONE = "round_done"
+# `state`, `reason`; a finished one after confirming (`confirm.py`) also `confirmed_ms` and
+# `variant`: the variant export builds, fastest measured again (it may differ from the
+# last `round_done`'s, which ranks by the tuned bests), `best_ms` its tuned estimate.
 STATE = "state"
 NOTICE = "notice"  # a warning the user should see (e.g. a repaired database)
 # A task whose design space MetaSchedule cannot search as usual: tuned without one rule or
 # postprocessor (`without`), or failed (`error`: it keeps TVM's default schedule).
 TASK_SPACE = "task_space"
 BENCH = "bench"  # a `tvmtui bench` report (written by the bench process, not the worker)
-# A task's best records measured again after tuning (`confirm.py`): `task`, `variant`,
-# `recorded_best_ms`, `candidates` (rank, recorded_ms, median_ms, runs), `pick`,
+# A task's best records measured again after tuning (`confirm.py`): `task`, `variant` (the
+# task's), `recorded_best_ms`, `candidates` (rank, recorded_ms, median_ms, runs), `pick`,
 # `confirmed_ms` (the median of the record export and bench build).
 CONFIRMED = "confirmed"
 

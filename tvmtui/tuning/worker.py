@@ -347,14 +347,18 @@ def run(session_path: Path) -> int:
             "budget reached" if tuner.trials_total >= control.budget else "search space exhausted"
         )
         lost = {"device_lost": True} if control.device_lost else {}
-        confirmed = {}
+        confirmed, best_ms = {}, tuner.estimate_ms()
         if final == ev.FINISHED:
             try:
-                confirmed = {"confirmed_ms": tuner.confirm_best()}
+                pick = tuner.confirm_best()
             except Exception as exc:  # noqa: BLE001 - the tuned records stand without it
                 log.exception("confirm")
                 tuner.emit_notice(f"confirming skipped: {type(exc).__name__}: {exc}"[:ERROR_CHARS])
-        tuner.set_state(final, reason, trials=tuner.trials_total, best_ms=tuner.estimate_ms(),
+                pick = None
+            if pick is not None:
+                confirmed = {"confirmed_ms": pick.confirmed_ms, "variant": pick.variant}
+                best_ms = pick.tuned_ms
+        tuner.set_state(final, reason, trials=tuner.trials_total, best_ms=best_ms,
                         **lost, **confirmed)
         return 0
     except Exception as exc:  # noqa: BLE001 - every failure becomes a recorded state
