@@ -12,10 +12,13 @@ on this machine; `--stock-as-shipped` runs it so).
 Prints a table and writes benchmarks/results/tuning_speed.json.
 `--first-trial W1,W2,...` instead measures, per workload, the seconds from `tvmtui tune`
 to its tasks (all variants extracted) and to its first measured trial
-(results/first_trial.json).
+(results/first_trial.json); with `--beside DIR`, each in a copy of the sessions folder DIR,
+so the reuse scan of other sessions on this chip is in the time
+(results/first_trial_beside.json).
 
     python benchmarks/tuning_speed.py --workload conv:C12 --trials 64 --repeats 3
     python benchmarks/tuning_speed.py --first-trial conv:C12,resnet18,mobilenet,lstm,dqn,dcgan
+    python benchmarks/tuning_speed.py --first-trial conv:C3,resnet18 --beside benchmarks/work/compare
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -215,21 +219,31 @@ def main() -> None:
     ap.add_argument("--work")
     ap.add_argument("--out")
     ap.add_argument("--first-trial", help="comma list of workloads: time to the first trial")
+    ap.add_argument("--beside", help="with --first-trial: start each in a copy of this "
+                                     "sessions folder (its sessions are reuse candidates)")
     args = ap.parse_args()
     if args.first_trial:
         with tempfile.TemporaryDirectory(prefix="tvmtui-first-") as tmp:
-            # A folder each: no session warm-starts from another's records.
-            rows = [first_trial(w.strip(), Path(tmp) / str(i))
-                    for i, w in enumerate(args.first_trial.split(","))]
+            rows = []
+            for i, w in enumerate(args.first_trial.split(",")):
+                # A folder each: no session warm-starts from another's records, except
+                # those of the copied folder.
+                folder = Path(tmp) / str(i)
+                if args.beside:
+                    shutil.copytree(args.beside, folder)
+                rows.append(first_trial(w.strip(), folder))
+        beside = (sum(1 for p in Path(args.beside).iterdir() if p.is_dir())
+                  if args.beside else 0)
         print(f"{'workload':<12} {'tasks':>5} {'tasks at s':>10} {'first trial s':>13}  "
-              f"{'first task':<24} variants")
+              f"{'first task':<24} variants" + (f"  (beside {beside} sessions)" if beside else ""))
         for r in rows:
             print(f"{r['workload']:<12} {r['tasks']:>5} {r['tasks_s']:>10.1f} "
                   f"{r['first_trial_s']:>13.1f}  {r.get('first_task', '-'):<24} "
                   f"{','.join(r.get('variants', []))}")
-        dest = HERE / "results" / "first_trial.json"
+        dest = HERE / "results" / ("first_trial_beside.json" if beside else "first_trial.json")
         dest.write_text(json.dumps({
             "date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(), "rows": rows,
+            "beside_sessions": beside,
             "command": " ".join(["python", "benchmarks/tuning_speed.py", *sys.argv[1:]])},
             indent=2) + "\n")
         print(f"wrote {dest}")

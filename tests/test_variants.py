@@ -487,12 +487,39 @@ def test_reuse_across_sessions_is_marked_and_measured_again(cli, tmp_path):
     replayed = {module_hash(record_candidate(r.workload.mod, r.trace).sch.mod)
                 for r in db.get_all_tuning_records()}
     assert {e["shash"] for e in reused} <= replayed
+    # Its fastest records of the task (`load_best` reads no other), the least unrolled of
+    # them measured alone first: the session's first trial waits for one build only.
+    tops = [{module_hash(record_candidate(w.mod, r.trace).sch.mod)
+             for r in db.get_top_k(w, len(reused))}
+            for w in {module_hash(r.workload.mod): r.workload
+                      for r in db.get_all_tuning_records()}.values()]
+    assert {e["shash"] for e in reused} in tops
+    rounds = [e for e in events if e["event"] == "round_done"]
+    assert rounds[0]["batch"] == 1 and rounds[1]["batch"] == len(reused) - 1
     # Sessions with no task in common are passed over by the hashes their workload file
     # lists, without loading them: those are the hashes of the workloads loaded.
     from tvmtui.sessions.msdb import workload_hashes
 
     loaded = {module_hash(r.workload.mod) for r in db.get_all_tuning_records()}
     assert loaded and loaded <= workload_hashes(src.file(WORKLOAD_DB))
+    # A record whose trace no longer replays (ResNet-18 sessions have some) is passed
+    # over for the next fastest.
+    from tvmtui.sessions.msdb import load_best
+
+    lines = src.file(RECORD_DB).read_text().splitlines()
+    runs = [sum(json.loads(line)[1][1]) for line in lines]
+    fastest = min(range(len(lines)), key=runs.__getitem__)
+    index, record = json.loads(lines[fastest])
+    record[0][0][0][3].append("extra_output")  # its first instruction: one output too many
+    lines[fastest] = json.dumps([index, record])
+    broken = tmp_path / "broken_records.json"
+    broken.write_text("\n".join(lines) + "\n")
+    hashes = workload_hashes(src.file(WORKLOAD_DB))
+    whole = load_best(src.file(WORKLOAD_DB), src.file(RECORD_DB), hashes, 3)
+    kept = load_best(src.file(WORKLOAD_DB), broken, hashes, 3)
+    times = sorted(sum(float(x) for x in r.run_secs) for r in kept.get_all_tuning_records())
+    assert len(whole.get_all_tuning_records()) == len(kept.get_all_tuning_records())
+    assert runs[fastest] not in [pytest.approx(t) for t in times]
     cold = cli.run("tune", str(one), "--trials", "4", "--session", "cold", "--json",
                    "--variants", "nchw", "--no-reuse")
     assert not any(e.get("reused_from") for e in cli.json_lines(cold.stdout)

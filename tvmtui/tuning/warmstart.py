@@ -96,7 +96,7 @@ class WarmStart:
         and target with the same tasks (ResNet-18's convolutions are C1-C12): each is
         measured again here before it counts, and its trial says where it came from."""
         from tvmtui.sessions.launch import same_chip_sessions
-        from tvmtui.sessions.msdb import workload_hashes
+        from tvmtui.sessions.msdb import load_best, workload_hashes
         from tvmtui.tuning.search import module_hash
 
         fingerprint = (self.meta.get("fingerprint") or {}).get("id")
@@ -116,8 +116,8 @@ class WarmStart:
             if self.control.stop or used >= spare:
                 break
             path = root / name
-            try:
-                db = self._open_db(path / st.RECORD_DB, path / st.WORKLOAD_DB)
+            try:  # only the records it would reuse, not the whole database replayed
+                db = load_best(path / st.WORKLOAD_DB, path / st.RECORD_DB, ours, k)
             except Exception:  # noqa: BLE001 - a session being written or broken: skip it
                 continue
             tasks = self._remeasure(db, min(k, spare - used), reused_from=name,
@@ -138,6 +138,8 @@ class WarmStart:
                    skip: set | None = None, limit: int | None = None) -> dict[int, int]:
         """Measure the best `k` records `old_db` has for each task on this device, commit
         those that ran into the session's database; returns task -> records measured."""
+        from tvmtui.tuning.search import unroll_steps
+
         done: dict[int, int] = {}
         for task_id, task in enumerate(self.extracted):
             mod = task.dispatched[0]
@@ -146,12 +148,25 @@ class WarmStart:
             left = None if limit is None else limit - sum(done.values())
             if left is not None and left <= 0:
                 break
-            candidates = [record_candidate(mod, record.trace) for record in
-                          old_db.get_top_k(old_db.commit_workload(mod), min(k, left or k))]
+            candidates = []
+            for record in old_db.get_top_k(old_db.commit_workload(mod), min(k, left or k)):
+                try:
+                    candidates.append(record_candidate(mod, record.trace))
+                except Exception:  # noqa: BLE001 - a trace that no longer replays: skipped
+                    continue
             if not candidates:
                 continue
-            self._measure(task_id, candidates, remeasured=remeasured, reused_from=reused_from)
             done[task_id] = len(candidates)
+            if self.trials_total == 0 and len(candidates) > 1:
+                # The session's first trial: the least unrolled record alone, as in the cold
+                # pass (`search.UNROLL_KEY`). One of the 4 dense records a ResNet-18
+                # session reused built in 20.6 s, and its first trial came 26 s after its
+                # tasks.
+                candidates.sort(key=unroll_steps)
+                self._measure(task_id, candidates[:1], remeasured=remeasured,
+                              reused_from=reused_from)
+                candidates = candidates[1:]
+            self._measure(task_id, candidates, remeasured=remeasured, reused_from=reused_from)
         return done
 
     def _measure(self, task_id: int, candidates, remeasured: bool = False,
