@@ -487,7 +487,7 @@ def test_reuse_across_sessions_is_marked_and_measured_again(cli, tmp_path):
     replayed = {module_hash(record_candidate(r.workload.mod, r.trace).sch.mod)
                 for r in db.get_all_tuning_records()}
     assert {e["shash"] for e in reused} <= replayed
-    # Its fastest records of the task (`load_best` reads no other), the least unrolled of
+    # Its fastest records of the task (`BestRecords` replays no other), the least unrolled of
     # them measured alone first: the session's first trial waits for one build only.
     tops = [{module_hash(record_candidate(w.mod, r.trace).sch.mod)
              for r in db.get_top_k(w, len(reused))}
@@ -504,7 +504,7 @@ def test_reuse_across_sessions_is_marked_and_measured_again(cli, tmp_path):
     assert loaded and loaded <= workload_hashes(src.file(WORKLOAD_DB))
     # A record whose trace no longer replays (ResNet-18 sessions have some) is passed
     # over for the next fastest.
-    from tvmtui.sessions.msdb import load_best
+    from tvmtui.sessions.msdb import BestRecords
 
     lines = src.file(RECORD_DB).read_text().splitlines()
     runs = [sum(json.loads(line)[1][1]) for line in lines]
@@ -515,11 +515,13 @@ def test_reuse_across_sessions_is_marked_and_measured_again(cli, tmp_path):
     broken = tmp_path / "broken_records.json"
     broken.write_text("\n".join(lines) + "\n")
     hashes = workload_hashes(src.file(WORKLOAD_DB))
-    whole = load_best(src.file(WORKLOAD_DB), src.file(RECORD_DB), hashes, 3)
-    kept = load_best(src.file(WORKLOAD_DB), broken, hashes, 3)
-    times = sorted(sum(float(x) for x in r.run_secs) for r in kept.get_all_tuning_records())
-    assert len(whole.get_all_tuning_records()) == len(kept.get_all_tuning_records())
-    assert runs[fastest] not in [pytest.approx(t) for t in times]
+    whole = BestRecords(src.file(WORKLOAD_DB), src.file(RECORD_DB), hashes)
+    kept = BestRecords(src.file(WORKLOAD_DB), broken, hashes)
+    for key in hashes:
+        times = [sum(float(x) for x in r.run_secs) for r in kept.top(key, 3)]
+        assert len(times) == len(whole.top(key, 3)) and times == sorted(times)
+        assert runs[fastest] not in [pytest.approx(t) for t in times]
+    assert BestRecords(src.file(WORKLOAD_DB), broken, {"0" * 16}).top("0" * 16, 3) == []
     cold = cli.run("tune", str(one), "--trials", "4", "--session", "cold", "--json",
                    "--variants", "nchw", "--no-reuse")
     assert not any(e.get("reused_from") for e in cli.json_lines(cold.stdout)

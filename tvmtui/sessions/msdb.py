@@ -86,46 +86,54 @@ def workload_hashes(path: Path) -> set[str]:
     return out
 
 
-def load_best(workloads: Path, records: Path, hashes: set[str], k: int):
-    """A database of the `k` fastest records of each workload in `hashes` (see
-    `workload_hashes`), read from the files without replaying any record: loading the
-    whole of a 906-record ResNet-18 session (replaying each) took 20 s, and a new ResNet-18
-    session beside it waited 54 s for its first trial. Records that did not run (no or
-    failed run seconds) are left out, and so are those whose trace does not replay."""
-    from tvm.s_tir import meta_schedule as ms
+class BestRecords:
+    """The records that ran in a session's database files, per workload in `hashes` (see
+    `workload_hashes`), fastest first; read without replaying any, each replayed only
+    when `top` hands it out. Loading the whole of a 906-record ResNet-18 session (every
+    record replayed) took 20 s, and a new ResNet-18 session beside it waited 54 s for its
+    first trial; its 4 best records a task took 4 s for all 44 tasks."""
 
-    wanted: dict[int, object] = {}
-    for index, line in enumerate(workloads.read_bytes().splitlines()):
-        try:
-            obj = json.loads(line)
-            if format(int(obj[0]), "016x") in hashes:
-                wanted[index] = obj
-        except (ValueError, TypeError, IndexError):
-            continue  # a line cut short by a crash
-    best: dict[int, list] = {i: [] for i in wanted}
-    for line in records.read_bytes().splitlines() if records.exists() else []:
-        try:
-            index, record = json.loads(line)
-            runs = [float(x) for x in record[1]]
-        except (ValueError, TypeError, IndexError):
-            continue
-        if index in best and runs and max(runs) < FAILED_RUN_S:
-            best[index].append((sum(runs) / len(runs), record))
-    db = ms.database.MemoryDatabase(module_equality="structural")
-    for index, found in best.items():
-        if not found:
-            continue
-        workload = db.commit_workload(ms.database.Workload.from_json(wanted[index]).mod)
-        kept = 0
-        for _, record in sorted(found, key=lambda x: x[0]):
+    def __init__(self, workloads: Path, records: Path, hashes: set[str]):
+        self._workloads: dict[str, list] = {}  # hash -> the workload's JSON
+        index_of: dict[int, str] = {}
+        for index, line in enumerate(workloads.read_bytes().splitlines()):
+            try:
+                obj = json.loads(line)
+                key = format(int(obj[0]), "016x")
+            except (ValueError, TypeError, IndexError):
+                continue  # a line cut short by a crash
+            if key in hashes:
+                self._workloads[key], index_of[index] = obj, key
+        self._records: dict[str, list] = {key: [] for key in self._workloads}
+        for line in records.read_bytes().splitlines() if records.exists() else []:
+            try:
+                index, record = json.loads(line)
+                runs = [float(x) for x in record[1]]
+            except (ValueError, TypeError, IndexError):
+                continue
+            if index in index_of and runs and max(runs) < FAILED_RUN_S:
+                self._records[index_of[index]].append((sum(runs) / len(runs), record))
+        for found in self._records.values():
+            found.sort(key=lambda x: x[0])
+
+    def top(self, key: str, k: int) -> list:
+        """The `k` fastest records of workload `key` (a hash) whose trace replays (one that
+        does not, as some of ResNet-18's, gives way to the next)."""
+        from tvm.s_tir import meta_schedule as ms
+
+        found = self._records.get(key)
+        if not found or k <= 0:
+            return []
+        workload = ms.database.Workload.from_json(self._workloads[key])
+        out = []
+        for _, record in found:
             try:  # reading a record replays its trace (see `load_database`)
-                db.commit_tuning_record(ms.database.TuningRecord.from_json(record, workload))
+                out.append(ms.database.TuningRecord.from_json(record, workload))
             except Exception:  # noqa: BLE001 - one that does not replay: the next instead
                 continue
-            kept += 1
-            if kept == k:
+            if len(out) == k:
                 break
-    return db
+        return out
 
 
 def confirmed_is_current(session) -> bool:

@@ -87,7 +87,13 @@ class WarmStart:
         done = {i for i, t in enumerate(self.extracted)
                 if self.database.has_workload(t.dispatched[0]) and
                 self.database.get_top_k(self.database.commit_workload(t.dispatched[0]), 1)}
-        self._remeasure(self._open_db(self.transfer_source), k, remeasured=True, skip=done)
+        db = self._open_db(self.transfer_source)
+
+        def top(task_id: int, n: int) -> list:
+            mod = self.extracted[task_id].dispatched[0]
+            return db.get_top_k(db.commit_workload(mod), n) if db.has_workload(mod) else []
+
+        self._remeasure(top, k, remeasured=True, skip=done)
         self.session.set_meta(fingerprint=transfer["to"],
                               transfer=dict(transfer, pending=False, done=time.time()))
 
@@ -96,7 +102,7 @@ class WarmStart:
         and target with the same tasks (ResNet-18's convolutions are C1-C12): each is
         measured again here before it counts, and its trial says where it came from."""
         from tvmtui.sessions.launch import same_chip_sessions
-        from tvmtui.sessions.msdb import load_best, workload_hashes
+        from tvmtui.sessions.msdb import BestRecords, workload_hashes
         from tvmtui.tuning.search import module_hash
 
         fingerprint = (self.meta.get("fingerprint") or {}).get("id")
@@ -104,7 +110,8 @@ class WarmStart:
                 or (self.meta.get("transfer") or {}).get("pending")):
             return
         root = self.session.path.parent
-        ours = {module_hash(task.dispatched[0]) for task in self.extracted}
+        keys = [module_hash(task.dispatched[0]) for task in self.extracted]
+        ours = set(keys)
         sources = [s.name for s in same_chip_sessions(root, None, self.meta["target"], fingerprint)
                    if s.name != self.session.name and s.trials
                    and workload_hashes(root / s.name / st.WORKLOAD_DB) & ours]
@@ -116,11 +123,12 @@ class WarmStart:
             if self.control.stop or used >= spare:
                 break
             path = root / name
-            try:  # only the records it would reuse, not the whole database replayed
-                db = load_best(path / st.WORKLOAD_DB, path / st.RECORD_DB, ours, k)
+            try:  # its records of our tasks, each replayed when reused: not the whole database
+                best = BestRecords(path / st.WORKLOAD_DB, path / st.RECORD_DB, ours)
             except Exception:  # noqa: BLE001 - a session being written or broken: skip it
                 continue
-            tasks = self._remeasure(db, min(k, spare - used), reused_from=name,
+            tasks = self._remeasure(lambda i, n, best=best: best.top(keys[i], n),
+                                    min(k, spare - used), reused_from=name,
                                     skip=reused_tasks, limit=spare - used)
             used += sum(tasks.values())
             reused_tasks |= set(tasks)
@@ -134,22 +142,23 @@ class WarmStart:
 
         return load_database(workloads or self.session.file(st.WORKLOAD_DB), records)[0]
 
-    def _remeasure(self, old_db, k: int, remeasured: bool = False, reused_from: str | None = None,
+    def _remeasure(self, top, k: int, remeasured: bool = False, reused_from: str | None = None,
                    skip: set | None = None, limit: int | None = None) -> dict[int, int]:
-        """Measure the best `k` records `old_db` has for each task on this device, commit
-        those that ran into the session's database; returns task -> records measured."""
+        """Measure the best `k` records of each task (`top(task, n)`: its `n` best records
+        from elsewhere) on this device, commit those that ran into the session's database;
+        returns task -> records measured."""
         from tvmtui.tuning.search import unroll_steps
 
         done: dict[int, int] = {}
         for task_id, task in enumerate(self.extracted):
             mod = task.dispatched[0]
-            if self.control.stop or (skip and task_id in skip) or not old_db.has_workload(mod):
+            if self.control.stop or (skip and task_id in skip):
                 continue
             left = None if limit is None else limit - sum(done.values())
             if left is not None and left <= 0:
                 break
             candidates = []
-            for record in old_db.get_top_k(old_db.commit_workload(mod), min(k, left or k)):
+            for record in top(task_id, min(k, left or k)):
                 try:
                     candidates.append(record_candidate(mod, record.trace))
                 except Exception:  # noqa: BLE001 - a trace that no longer replays: skipped
