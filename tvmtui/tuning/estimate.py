@@ -34,7 +34,6 @@ def choose(estimates: dict[str, float | None]) -> tuple[str, float | None]:
     return best, complete[best]
 
 
-
 # A variant stops getting trials once it is clearly behind the fastest: four times as slow
 # after a first batch on each of its tasks (8 trials), twice as slow after 16, or 25% slower
 # after 48 (measurements here are noisy, and a variant that starts slow can still catch up
@@ -116,6 +115,7 @@ def confirmed_estimates(tasks: Iterable[tuple[dict[str, int], float | None, floa
         ({v: w for v, w in weights.items() if v in wanted},
          confirmed if confirmed is not None else best)
         for weights, best, confirmed in tasks).items() if v in wanted}
+
 
 # A task that, measured 16 times, takes under 2% of every complete estimate of the variants
 # that run it gets no more trials, as long as the tasks so retired take under 5% of each
