@@ -75,15 +75,21 @@ def workload_hashes(path: Path) -> set[str]:
     field), as `search.module_hash` writes them, read without loading the database:
     loading replays every record's trace, 65 s for the 11 compare sessions here, before a
     new session's first trial."""
-    out = set()
+    return {key for _, key, _ in _workload_lines(path)}
+
+
+def _workload_lines(path: Path):
+    """(line index, structural hash as `search.module_hash` writes it, the line's JSON)
+    of each workload in a database file; a line cut short by a crash is passed over (the
+    load repairs it)."""
     if not path.exists():
-        return out
-    for line in path.read_bytes().splitlines():
+        return
+    for index, line in enumerate(path.read_bytes().splitlines()):
         try:
-            out.add(format(int(json.loads(line)[0]), "016x"))
+            obj = json.loads(line)
+            yield index, format(int(obj[0]), "016x"), obj
         except (ValueError, TypeError, IndexError):
-            continue  # a line cut short by a crash: the load repairs it
-    return out
+            continue
 
 
 class BestRecords:
@@ -96,12 +102,7 @@ class BestRecords:
     def __init__(self, workloads: Path, records: Path, hashes: set[str]):
         self._workloads: dict[str, list] = {}  # hash -> the workload's JSON
         index_of: dict[int, str] = {}
-        for index, line in enumerate(workloads.read_bytes().splitlines()):
-            try:
-                obj = json.loads(line)
-                key = format(int(obj[0]), "016x")
-            except (ValueError, TypeError, IndexError):
-                continue  # a line cut short by a crash
+        for index, key, obj in _workload_lines(workloads):
             if key in hashes:
                 self._workloads[key], index_of[index] = obj, key
         self._records: dict[str, list] = {key: [] for key in self._workloads}
