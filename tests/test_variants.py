@@ -369,11 +369,12 @@ def test_negligible_tasks_stop_after_their_first_batches():
     assert 6 not in negligible_tasks(mixed, est)
 
 
-def test_trials_go_to_the_leading_variant_first():
+def test_trials_follow_each_task_s_stake():
     from tvmtui.tuning.estimate import (
         OTHER_VARIANT_WEIGHT,
         choose,
-        scheduling_order,
+        next_turn,
+        stakes,
         variant_estimates,
     )
 
@@ -381,12 +382,25 @@ def test_trials_go_to_the_leading_variant_first():
              ({"nchwc": 5}, 0.0012), ({"nchw": 5}, 0.002), ({"nchwc": 1}, 0.003)]
     leader, _ = choose(variant_estimates(tasks))  # NCHW8c: 9.1 ms against NCHW's 15.1 ms
     assert leader == "nchwc"
-    order = scheduling_order(tasks, leader)
-    # Its tasks first, by weighted latency (5 x 1.2 ms before 1 x 3 ms, the shared one
-    # last); then those only NCHW runs, weighing a quarter.
-    assert order == [(2, 1.0), (4, 1.0), (1, 1.0), (0, OTHER_VARIANT_WEIGHT),
-                     (3, OTHER_VARIANT_WEIGHT)]
-    assert scheduling_order(tasks, None) == [(i, 1.0) for i in range(5)]
+    stake = stakes(tasks, leader)
+    # A task's share of the variant it weighs most in; a quarter of it outside the leader.
+    assert stake == pytest.approx([OTHER_VARIANT_WEIGHT * 5 / 15.1, 0.1 / 9.1, 6 / 9.1,
+                                   OTHER_VARIANT_WEIGHT * 10 / 15.1, 3 / 9.1])
+    assert stakes(tasks, None)[3] == pytest.approx(10 / 15.1)
+    assert stakes([*tasks, ({"nchw": 1}, None)], leader)[5] == 1.0  # not measured yet
+    # After 16 trials each: the 5 x 1.2 ms conv, then the 3 ms one; the conv again ends it.
+    assert next_turn(stake, [16] * 5, 32) == ([2, 4], 2)
+    # A task far ahead of the rest takes its batches alone.
+    assert next_turn([0.42, 0.09, 0.08], [16, 16, 16], 32) == ([0], 2)
+    assert next_turn([0.0, 0.0], [16, 16], 32) == ([], 0)
+    # Over many turns each task's trials follow its stake.
+    share, had = [0.6, 0.3, 0.1], [0, 0, 0]
+    while sum(had) < 800:
+        turn, batches = next_turn(share, had, 8)
+        assert 1 <= len(turn) <= batches
+        for i in turn:
+            had[i] += 8 * batches // len(turn)
+    assert [h / sum(had) for h in had] == pytest.approx(share, abs=0.03)
 
 
 def deconv_net(cin, cout, k, stride, pad, in_hw, out_pad=0, seed=0) -> bytes:

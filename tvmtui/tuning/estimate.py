@@ -120,7 +120,7 @@ def confirmed_estimates(tasks: Iterable[tuple[dict[str, int], float | None, floa
 # A task that, measured 16 times, takes under 2% of every complete estimate of the variants
 # that run it gets no more trials, as long as the tasks so retired take under 5% of each
 # estimate together (smallest first): tuning them on could win the network no more. The
-# gradient scheduler gives every task a batch (32) before it weighs them: DQN's 512x18
+# gradient scheduler, used before `next_turn`, gave every task a batch (32) first: DQN's 512x18
 # dense, 1% of the network, took 47 of 288 trials (16 of them cold), its first conv 40.
 NEGLIGIBLE_AFTER, NEGLIGIBLE_SHARE, NEGLIGIBLE_TOTAL = 16, 0.02, 0.05
 
@@ -147,27 +147,53 @@ def negligible_tasks(tasks: list[tuple[dict[str, int], float | None, int]],
     return out
 
 
-# MetaSchedule's gradient scheduler first gives every task one batch, in the order it is
-# given them, then favours the task with the largest weight x best latency / rounds, as if
-# one graph ran every task: a slower variant's tasks look like the larger gains. (MobileNet,
-# 396 trials left after the first batches: all went to NCHW while NCHW8c led, by 1.14x.)
-# So the leading variant's tasks go first, heaviest first, and the scheduler weighs a
-# task the leading variant does not run by this much: such a variant still gets trials
-# (it may catch up), but not ahead of the one export would build.
+# MetaSchedule's gradient scheduler gives every task one batch before it weighs them, and
+# weighs them as if one graph ran every task. MobileNet's 400 trials after the cold pass
+# went one batch to each of 14 tasks: its 14x14 512->512 conv, run 5 times and 42% of the
+# network, got 29 like a conv of 4%. So each tuning call after the cold pass takes a few
+# tasks picked by stride: the task with the fewest trials per unit of stake goes next, where
+# a task's stake is its share of the estimate of the variant it weighs most in (a sum of
+# the measured tasks while that variant is incomplete), and a task the leading variant does
+# not run has this much of it: such a variant still gets trials (it may catch up), but not
+# ahead of the one export would build.
 OTHER_VARIANT_WEIGHT = 0.25
+TURN_TASKS = 4  # tasks one tuning call takes at most (each gets a batch)
 
 
-def scheduling_order(tasks: list[tuple[dict[str, int], float | None]],
-                     leader: str | None) -> list[tuple[int, float]]:
-    """(weights by variant, best seconds or None) per task -> (task index, factor for its
-    scheduler weight), in the order to hand the tasks to MetaSchedule; `leader`: the
-    fastest complete variant (None: keep the order, every factor 1)."""
-    if leader is None:
-        return [(i, 1.0) for i in range(len(tasks))]
+def stakes(tasks: list[tuple[dict[str, int], float | None]], leader: str | None) -> list[float]:
+    """(weights by variant, best seconds or None) per task -> its stake (see above); a task
+    not measured yet has the largest, 1; `leader`: the fastest complete variant, or None
+    (every variant counts in full)."""
+    totals: dict[str, float] = {}
+    for weights, best_s in tasks:
+        for variant, weight in weights.items():
+            totals[variant] = totals.get(variant, 0.0) + weight * (best_s or 0.0)
+    out = []
+    for weights, best_s in tasks:
+        if best_s is None:
+            out.append(1.0)
+            continue
+        out.append(max((weight * best_s / totals[v]
+                        * (1.0 if leader in (None, v) else OTHER_VARIANT_WEIGHT)
+                        for v, weight in weights.items() if totals.get(v, 0.0) > 0),
+                       default=0.0))
+    return out
 
-    def key(i: int):
-        weight = tasks[i][0].get(leader, 0)
-        return (weight == 0, -weight * (tasks[i][1] or 0.0))
 
-    return [(i, 1.0 if tasks[i][0].get(leader, 0) else OTHER_VARIANT_WEIGHT)
-            for i in sorted(range(len(tasks)), key=key)]
+def next_turn(stake: list[float], trials: list[int], batch: int,
+              slots: int = TURN_TASKS) -> tuple[list[int], int]:
+    """The tasks (indices into `stake`) of the next tuning call and the batches it measures
+    in all. Stride picks: the task with the fewest (trials + 1) / stake goes next and counts
+    a batch more, up to `slots` picks; the turn ends at a task picked already, except that a
+    task picked again and again from the start takes those batches alone."""
+    had = list(trials)
+    live = [i for i, s in enumerate(stake) if s > 0]
+    picks: list[int] = []
+    for _ in range(slots if live else 0):
+        i = min(live, key=lambda k: ((had[k] + 1) / stake[k], k))
+        alone = len(set(picks)) == 1
+        if picks and not (alone and i == picks[0]) and (i in picks or (alone and len(picks) > 1)):
+            break
+        picks.append(i)
+        had[i] += batch
+    return list(dict.fromkeys(picks)), len(picks)

@@ -25,23 +25,28 @@ class SearchLoop:
     def _rounds(self) -> str:
         self._cold_pass()
         failures = 0
+        idle: set[int] = set()  # tasks whose turn measured nothing: no turn of theirs again
         while not self.control.stop and self.trials_total < self.control.budget:
             before = self.trials_total
-            self.memory.allowance = self.control.budget - before
-            self.memory.in_flight = 0
-            ids = [i for i, t in enumerate(self.tasks) if not t.failed]
-            if not ids:
-                return ev.FINISHED
-            contexts, weights, ids = self._prioritize(*self._contexts(ids, before + 7919 * failures))
-            if not contexts:
-                return ev.FINISHED
             self.retire_losing_variants()
+            ids = [i for i, t in enumerate(self.tasks) if not t.failed and i not in idle
+                   and self.task_keys.get(i) not in self.memory.retired | self.memory.exhausted]
+            turn, batches = self._turn(ids)
+            contexts, weights, turn = self._contexts(turn, before + 7919 * failures)
+            if not contexts:
+                if not turn:
+                    return ev.FINISHED
+                idle.update(turn)
+                continue
+            self.turn_end = min(self.control.budget, before + batches * self._batch())
+            self.memory.allowance = self.turn_end - before
+            self.memory.in_flight = 0
             try:
-                self._tune_all(contexts, weights, ids)
+                self._tune_all(contexts, weights, turn)
             except RuntimeError as exc:
                 # A task whose space cannot be searched fails the whole call: find it and
                 # tune it without the rule at fault, or fail just that task.
-                if self._diagnose(ids):
+                if self._diagnose(turn):
                     continue
                 # Otherwise a schedule the search sampled failed to replay ("The block no
                 # longer exists in the IRModule"): seed-dependent, so try another seed.
@@ -51,9 +56,14 @@ class SearchLoop:
                 self.emit_notice(f"a search round failed ({last_line(exc)}); "
                                  "retrying with another seed")
                 continue
+            finally:
+                self.turn_end = None
             if self.trials_total == before and not self.control.stop:
-                return ev.FINISHED  # the search found nothing new to measure
+                idle.update(turn)  # the search found nothing new to measure for them
         return ev.STOPPED if self.control.stop else ev.FINISHED
+
+    def _batch(self) -> int:
+        return int(self.options.get("batch") or 32)
 
     def _tune_all(self, contexts, weights, ids: list[int]) -> None:
         from tvm.s_tir import meta_schedule as ms
@@ -62,8 +72,8 @@ class SearchLoop:
             tasks=contexts,
             task_weights=weights,
             work_dir=str(self.session.path),
-            max_trials_global=self.control.budget - self.trials_total,
-            num_trials_per_iter=int(self.options.get("batch", 32)),
+            max_trials_global=self.turn_end - self.trials_total,
+            num_trials_per_iter=self._batch(),
             builder=self.builder,
             runner=self.runner,
             database=self.database,
@@ -74,25 +84,28 @@ class SearchLoop:
                 ms.measure_callback.RemoveBuildArtifact(),
                 Recorder(self, task_ids=ids),
             ],
-            task_scheduler="gradient",
+            task_scheduler="round-robin",
         )
 
-    def _prioritize(self, contexts, weights, ids: list[int]):
-        """The tasks in the order, and with the weights, that spend trials on the leading
-        variant first (see `estimate.scheduling_order`)."""
-        from tvmtui.tuning.estimate import choose, scheduling_order
+    def _turn(self, ids: list[int]) -> tuple[list[int], int]:
+        """The tasks of the next tuning call, of those in the race (`ids`), and the batches
+        it measures (see `estimate.next_turn`)."""
+        from tvmtui.tuning.estimate import choose, next_turn, stakes
 
         leader, estimate = choose(self.estimates())
-        order = scheduling_order([(self.tasks[i].info.weights, self.tasks[i].best_s) for i in ids],
-                                 leader if estimate is not None and len(self.plans) > 1 else None)
-        others = sum(1 for _, factor in order if factor != 1.0)
-        if others:
-            label = self.plans.get(leader, {}).get("label", leader)
-            self.emit_notice(f"variants: trials go to {label}'s tasks first (leading at "
-                             f"{estimate:.3f} ms); the {others} task(s) only other variants "
-                             "run weigh a quarter")
-        return ([contexts[k] for k, _ in order], [weights[k] * f for k, f in order],
-                [ids[k] for k, _ in order])
+        lead = leader if estimate is not None and len(self.plans) > 1 else None
+        stake = stakes([(t.info.weights, t.best_s) for t in self.tasks], lead)
+        if lead is not None and lead != self.noticed_leader:
+            self.noticed_leader = lead
+            others = sum(1 for i in ids if lead not in self.tasks[i].info.weights)
+            if others:
+                label = self.plans.get(lead, {}).get("label", lead)
+                self.emit_notice(f"variants: trials go to {label}'s tasks first (leading at "
+                                 f"{estimate:.3f} ms); the {others} task(s) only other "
+                                 "variants run weigh a quarter")
+        picks, batches = next_turn([stake[i] for i in ids], [self.tasks[i].trials for i in ids],
+                                   self._batch())
+        return [ids[k] for k in picks], batches
 
     def _contexts(self, ids: list[int], before: int):
         """Tune contexts of the tasks `ids`, each with its own design space; with their
@@ -108,8 +121,7 @@ class SearchLoop:
         seed = int(self.options.get("seed", 0)) + self.run_index * 1000 + before
         contexts, weights, kept = [], [], []
         # The batch each search is for: the budget's remainder caps it.
-        batch = max(1, min(int(self.options.get("batch") or 32),
-                           self.control.budget - self.trials_total))
+        batch = max(1, min(self._batch(), self.control.budget - self.trials_total))
         for i in ids:
             population = int(fixed) if fixed else population_for(
                 self.memory, self.task_keys.get(i), iters, batch)
@@ -251,7 +263,8 @@ class SearchLoop:
                 self.set_state(ev.RUNNING, "")
         # Never terminate tasks from here: the scheduler may terminate the same task right
         # after this callback. An exhausted allowance makes the search end them instead.
-        left = c.budget - self.trials_total - self.memory.in_flight
+        end = c.budget if self.turn_end is None else min(c.budget, self.turn_end)
+        left = end - self.trials_total - self.memory.in_flight
         self.memory.allowance = 0 if c.stop else max(0, left)
 
 

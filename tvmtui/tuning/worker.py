@@ -64,6 +64,8 @@ class Tuner(SearchLoop, BatchRecording, WarmStart, Confirm):
         self.device_seen: dict[str, dict] = {}  # runner-hook lines not yet matched to a trial
         self.transfer_source: Path | None = None
         self.retired_variants: set[str] = set()  # variants clearly slower than the best
+        self.turn_end: int | None = None  # trials total the current tuning call stops at
+        self.noticed_leader: str | None = None  # the leading variant last said to get trials
         self.exhausted_noticed: set[int] = set()  # tasks said to have a used-up space
         self.task_keys: dict[int, str] = {}  # task -> hash of the module its context tunes
         self.diagnosed: set[int] = set()  # tasks whose design space was checked
