@@ -339,13 +339,14 @@ BELOW_PAR_WHY = {
                  "in the previous run. In three A/Bs (`benchmarks/ab.py`, both libraries in "
                  "one process, 25 interleaved rounds) the new library ran 1.01, 1.08 and "
                  "1.08x the speed of the previous one; four later benches against ONNX "
-                 "Runtime and LiteRT gave 0.93-1.04x. `benchmarks/in_context.py`: inference "
-                 "7.48 ms, its kernels 7.34 ms in the run and 6.99 ms alone; the 1000-way "
-                 "classifier (4 MB of weights, evicted from L3 by the others) runs 1.9x "
-                 "slower in the run, the depthwise layers 1.1-1.4x. So the run sits 5-7% "
-                 "above what its kernels take alone, and the bench (each block after a rest "
-                 "and 50 ms of warm-up) 6% above a steady loop. Closing it takes schedules "
-                 "chosen in context (candidates timed with their weights out of the caches) "
+                 "Runtime and LiteRT gave 0.93-1.04x. `benchmarks/in_context.py`, twice: inference "
+                 "7.48 and 9.53 ms, its kernels 7.34 and 8.37 ms in the run, 6.99 and 7.77 "
+                 "ms alone; the 1000-way classifier (4 MB of weights, evicted from L3 by the "
+                 "others) runs 1.9-2.2x slower in the run, the depthwise layers 1.1-1.7x. "
+                 "So the run takes 7-23% longer than its kernels alone, and the bench (each "
+                 "block after a rest and 50 ms of warm-up) 6% longer than a steady loop. "
+                 "Closing it takes schedules chosen in context (candidates timed with their "
+                 "weights out of the caches) "
                  "or each depthwise layer fused into the 1x1 conv that reads its output",
 }
 
