@@ -31,12 +31,12 @@ class SearchLoop:
             self.retire_losing_variants()
             ids = [i for i, t in enumerate(self.tasks) if not t.failed and i not in idle
                    and self.task_keys.get(i) not in self.memory.retired | self.memory.exhausted]
-            turn, batches = self._turn(ids)
-            contexts, weights, turn = self._contexts(turn, before + 7919 * failures)
+            picked, batches = self._turn(ids)
+            if not picked:
+                return ev.FINISHED
+            contexts, weights, turn = self._contexts(picked, before + 7919 * failures)
+            idle.update(set(picked) - set(turn))  # already scheduled: nothing to tune
             if not contexts:
-                if not turn:
-                    return ev.FINISHED
-                idle.update(turn)
                 continue
             self.turn_end = min(self.control.budget, before + batches * self._batch())
             self.memory.allowance = self.turn_end - before
