@@ -120,8 +120,8 @@ def confirmed_estimates(tasks: Iterable[tuple[dict[str, int], float | None, floa
 # A task that, measured 16 times, takes under 2% of every complete estimate of the variants
 # that run it gets no more trials, as long as the tasks so retired take under 5% of each
 # estimate together (smallest first): tuning them on could win the network no more. The
-# gradient scheduler, used before `next_turn`, gave every task a batch (32) first: DQN's 512x18
-# dense, 1% of the network, took 47 of 288 trials (16 of them cold), its first conv 40.
+# gradient scheduler, used before `next_turn`, gave every task a batch (32) first: DQN's
+# 512x18 dense, 1% of the network, took 47 of 288 trials (16 of them cold), its first conv 40.
 NEGLIGIBLE_AFTER, NEGLIGIBLE_SHARE, NEGLIGIBLE_TOTAL = 16, 0.02, 0.05
 
 
@@ -191,9 +191,8 @@ def next_turn(stake: list[float], trials: list[int], batch: int,
     picks: list[int] = []
     for _ in range(slots if live else 0):
         i = min(live, key=lambda k: ((had[k] + 1) / stake[k], k))
-        alone = len(set(picks)) == 1
-        if picks and not (alone and i == picks[0]) and (i in picks or (alone and len(picks) > 1)):
-            break
+        if picks and set(picks) != {i} and (i in picks or len(picks) > len(set(picks))):
+            break  # a task comes round again, or another follows one task's run alone
         picks.append(i)
         had[i] += batch
     return list(dict.fromkeys(picks)), len(picks)
