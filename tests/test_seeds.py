@@ -283,3 +283,44 @@ def test_the_population_is_sized_so_the_search_takes_as_long_as_measuring():
     memory.unit_s["k"] = 1.0
     assert sd_search.population_for(memory, "k", 3, 48) == 96
     assert sd_search.population_for(memory, "other", 3, 32) == sd_search.MAX_POPULATION
+
+
+def test_an_evolved_batch_keeps_its_spare_candidates_for_a_short_remainder():
+    """An evolved batch asks SPARE more than it sends; when the turn's remainder is no more
+    than those, the next call sends them without searching again (C12's last trial of 64
+    had cost a whole evolution: 8.5 s), and never one measured since."""
+    import tvm
+    from tvm import te, topi
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.tuning.tvm_env import import_tvm
+
+    import_tvm(local_cpu_target())
+    target = tvm.target.Target(local_cpu_target())
+    data = te.placeholder((1, 8, 14, 14), name="data")
+    kernel = te.placeholder((16, 8, 3, 3), name="kernel")
+    with target:
+        out = topi.nn.conv2d_nchw(data, kernel, 1, 1, 1, "float32")
+    mod = tvm.IRModule({"main": te.create_prim_func([data, kernel, out])})
+    memory = sd_search.SearchMemory(cold_batches=0)
+    strategy = sd_search.DedupSearch(population_size=64, genetic_num_iters=1, memory=memory)
+    ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
+                         search_strategy=strategy, task_name="c", num_threads=2, rand_state=3)
+    ctx.pre_tuning(max_trials=64, num_trials_per_iter=8, design_spaces=ctx.generate_design_space(),
+                   database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())
+    first = strategy.generate_measure_candidates()
+    assert len(first) == 8 and len(strategy.spare) == sd_search.SPARE
+    spare = [sd_search.module_hash(c.sch.mod) for c in strategy.spare]
+    memory.known.update(sd_search.module_hash(c.sch.mod) for c in first)
+    memory.known.add(spare[0])  # measured meanwhile (a record reused from elsewhere)
+    memory.allowance = 2
+    second = strategy.generate_measure_candidates()
+    assert [sd_search.module_hash(c.sch.mod) for c in second] == spare[1:3]
+    assert memory.allowance == 0
+    # A remainder larger than what is left searches afresh, unmeasured schedules only.
+    memory.known.update(spare[1:3])
+    memory.allowance = 8
+    third = strategy.generate_measure_candidates()
+    assert len(third) == 8
+    assert not {sd_search.module_hash(c.sch.mod) for c in third} & memory.known

@@ -89,12 +89,14 @@ def test_revision_3_sessions_keep_the_nchw_winograd():
     assert any("winograd4_NCHWc" in n for n in new)
 
 
-def _space_size(mod, target, samples: int) -> int:
-    """Distinct schedules among `samples` random ones of `mod`'s design spaces."""
+def _sampled_and_enumerated(mod, target, samples: int) -> tuple[set[str], set[str]]:
+    """Hashes of the distinct schedules among `samples` random ones of `mod`'s design
+    spaces, and of every schedule `seeds.every_schedule` enumerates."""
     from tvm import s_tir
     from tvm.s_tir import meta_schedule as ms
 
     from tvmtui.tuning.search import module_hash
+    from tvmtui.tuning.seeds import every_schedule
 
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
                          task_name="w", rand_state=1)
@@ -107,14 +109,17 @@ def _space_size(mod, target, samples: int) -> int:
             sch, remove_postproc=True)
         if all(p.apply(sch) for p in postprocs):
             seen.add(module_hash(sch.mod))
-    return len(seen)
+    every = every_schedule(mod, designs, postprocs)
+    assert every is not None
+    return seen, {module_hash(sch.mod) for sch in every}
 
 
 def test_a_small_space_is_measured_to_its_end(cli, tmp_path):
     """A 7x7 Winograd layer's space holds a few dozen schedules (register tiles x
-    unrolls): the search measures them all before it calls the space used up. (Called
-    used up at the first evolved batch with fewer than half a batch of new ones, this
-    one stopped at 14 of its 31; at two such batches in a row, at 20 in one run.)"""
+    unrolls x where a stage is computed): the search enumerates them, each one that random
+    sampling finds among them, and measures them all before it calls the space used up.
+    (Called used up at the first evolved batch with fewer than half a batch of new ones,
+    this one stopped at 14 of its 31; at two such batches in a row, at 20 in one run.)"""
     from tvmtui.sessions.msdb import load_database
     from tvmtui.sessions.store import RECORD_DB, WORKLOAD_DB
 
@@ -129,9 +134,10 @@ def test_a_small_space_is_measured_to_its_end(cli, tmp_path):
     db, _ = load_database(session.file(WORKLOAD_DB), session.file(RECORD_DB))
     records = [r for r in db.get_all_tuning_records() if "winograd" in r.workload.mod.script()]
     _, target = _target()
-    size = _space_size(records[0].workload.mod, target, 160)
-    assert size > 12  # a space worth the test
-    assert len(records) >= size - 2, (len(records), size)
+    sampled, every = _sampled_and_enumerated(records[0].workload.mod, target, 160)
+    assert len(sampled) > 12  # a space worth the test
+    assert sampled <= every
+    assert len(records) == len(every), (len(records), len(every))
 
 
 # Over a minute: `.ci/run` runs `-m slow`. The fused task's space (register tiles, where the

@@ -39,6 +39,12 @@ MIN_SEARCH_S = 3.0
 # 5.7 s, its batch-mates (16-64) in 0.2-0.3 s, and the first trial waited for it.
 UNROLL_KEY = "pragma_auto_unroll_max_step"
 QUICK_POOL = 16  # sampled schedules it picks them from
+# An evolved batch asks for a few more than it sends. A candidate dropped as measured
+# before left the batch short, and the rest of the turn's allowance (often one trial) cost
+# a whole evolution: C12's last trial of 64 took 8.5 s. What a batch has no room for waits
+# for the task's next call in the same turn, which sends it without searching if it is
+# all that call may send.
+SPARE = 4
 
 
 @dataclass
@@ -61,6 +67,7 @@ class SearchMemory:
     pending_seeds: dict[str, list] = field(default_factory=dict)  # per task: cut from a batch
     exhausted: set[str] = field(default_factory=set)  # tasks whose space is used up
     enumerated: set[str] = field(default_factory=set)  # small spaces sampled per design
+    spaces: dict[str, list | None] = field(default_factory=dict)  # small spaces, enumerated
     unit_s: dict[str, float] = field(default_factory=dict)  # per task: search s per schedule
     populations: dict[str, int] = field(default_factory=dict)  # per task: its last search's
     pace_s: dict[str, float] = field(default_factory=dict)  # per task: s to measure one
@@ -128,6 +135,7 @@ class DedupSearch(PySearchStrategy):
         self.design_spaces = []
         self.batch = memory.cold_batch_size
         self.small_space = False
+        self.spare: list = []  # evolved candidates a batch of this turn had no room for
 
     def _initialize_with_tune_context(self, context) -> None:
         self.context = context
@@ -158,7 +166,8 @@ class DedupSearch(PySearchStrategy):
             self.cold = EvolutionarySearch(population_size=population, genetic_num_iters=0,
                                            init_min_unmeasured=population // 2)
             self.cold._initialize_with_tune_context(self.context)
-        self.inner.pre_tuning(max_trials, num_trials_per_iter, design_spaces, database, cost_model)
+        self.inner.pre_tuning(max_trials + SPARE, num_trials_per_iter + SPARE, design_spaces,
+                              database, cost_model)
         # A quick first batch picks from more samples than it sends (the allowance cuts it).
         pool = max(num_trials_per_iter, QUICK_POOL if self.memory.quick_first else 0)
         self.cold.pre_tuning(max(max_trials, pool), pool, design_spaces, database, cost_model)
@@ -190,6 +199,14 @@ class DedupSearch(PySearchStrategy):
             # cold pass's trials, and the scheduler asks again: an evolved search of the
             # full population (8 s on C12) for one trial, ahead of the other tasks.
             return None
+        spare, self.spare = self._unmeasured(self.spare), []
+        if self.active is self.inner and spare and allowance is not None \
+                and allowance <= len(spare):
+            batch, self.spare = spare[:allowance], spare[allowance:]
+            return self._send(batch, [module_hash(c.sch.mod) for c in batch])
+        space = self._space()
+        if space is not None:
+            return self._from_space(space, allowance)
         seeded = self._seeds()
         designs = self._one_per_design() if self.active is self.cold else []
         quick, self.memory.quick_first = self.memory.quick_first, False
@@ -209,28 +226,72 @@ class DedupSearch(PySearchStrategy):
                     continue
                 fresh.append(cand)
                 hashes.append(h)
-            limit = allowance if allowance is not None else (self.batch if seeded else None)
+            limit = allowance
+            if seeded or self.active is self.inner:  # (the inner asks for SPARE more)
+                limit = self.batch if limit is None else min(limit, self.batch)
             if limit is not None:
                 # Seeds a batch has no room for (a quick first batch sends 4 of D1's 12)
                 # lead the task's next batch, evolved or not.
                 cut = [c for c in fresh[limit:] if any(c is x for x in seeded)]
                 if cut:
                     self.memory.pending_seeds[self.key] = cut
+                if self.active is self.inner:
+                    self.spare = [c for c in fresh[limit:] if not any(c is x for x in cut)]
                 fresh, hashes = fresh[:limit], hashes[:limit]
             sent = [h for c, h in zip(fresh, hashes) if any(c is x for x in seeded)]
             self.memory.seeds_sent += len(sent)
             self.memory.seed_hashes.update(sent)
             seeded, designs = [], []
             if fresh:
-                self.memory.in_flight += len(fresh)
-                if self.memory.allowance is not None:
-                    self.memory.allowance -= len(fresh)
-                scores = self.score(self.context, fresh) if self.score else None
-                if scores is not None:
-                    self.memory.scores.update(zip(hashes, scores))
-                return fresh
+                return self._send(fresh, hashes)
         self.memory.exhausted.add(self.key)  # batch after batch brought nothing new
         return None
+
+    def _space(self) -> list | None:
+        """A small space's every schedule as candidates (see `seeds.every_schedule`), or
+        None for a space too big or not enumerable: sampled then, as the others."""
+        from tvmtui.tuning.seeds import every_schedule
+
+        if not self.small_space:
+            return None
+        if self.key not in self.memory.spaces:
+            postprocs = list(self.context.space_generator.postprocs)
+            found = every_schedule(self.context.mod, self.design_spaces, postprocs)
+            self.memory.spaces[self.key] = (
+                None if found is None else [self._candidate(sch) for sch in found])
+        return self.memory.spaces[self.key]
+
+    def _from_space(self, space: list, allowance: int | None):
+        """The next batch of an enumerated space: its unmeasured schedules, the cost
+        model's favourites first (the session's first batch: the least unrolled); None
+        once every schedule has been measured."""
+        left = self._unmeasured(space)
+        if not left:
+            self.memory.exhausted.add(self.key)
+            return None
+        quick, self.memory.quick_first = self.memory.quick_first, False
+        if quick:
+            left = sorted(left, key=unroll_steps)
+        elif self.active is self.inner:
+            scores = self.score(self.context, left) if self.score else None
+            if scores is not None:
+                left = [c for _, c in sorted(zip(scores, left), key=lambda x: -x[0])]
+        limit = self.batch if allowance is None else min(allowance, self.batch)
+        batch = left[:limit]
+        return self._send(batch, [module_hash(c.sch.mod) for c in batch])
+
+    def _unmeasured(self, candidates: list) -> list:
+        return [c for c in candidates if module_hash(c.sch.mod) not in self.memory.known]
+
+    def _send(self, fresh: list, hashes: list[str]) -> list:
+        """Hand a batch to the builder: count it against the allowance, keep its scores."""
+        self.memory.in_flight += len(fresh)
+        if self.memory.allowance is not None:
+            self.memory.allowance -= len(fresh)
+        scores = self.score(self.context, fresh) if self.score else None
+        if scores is not None:
+            self.memory.scores.update(zip(hashes, scores))
+        return fresh
 
     def _timed(self, seconds: float) -> None:
         """Remember what one schedule cost this task's search (see `population_for`)."""

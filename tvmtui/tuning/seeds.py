@@ -19,7 +19,7 @@ of the three designs and 0.097-0.112 ms in the third (same process, interleaved)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import product
+from itertools import product, zip_longest
 
 # The tiled block of each blocked convolution TOPI emits, with its loops: spatial (n,
 # channel chunk, oh, ow, channel block) then reduction. (Depthwise blocked convs were
@@ -154,6 +154,58 @@ def one_per_design(mod, design_spaces, postprocs) -> list:
     chance."""
     return [sch for i, design in enumerate(design_spaces)
             if (sch := replay(mod, design, {}, postprocs, seed=i + 1)) is not None]
+
+
+MAX_SPACE = 96  # schedules a small space may have to be enumerated rather than sampled
+LOCATION_MISSES = 2  # compute locations after root that fail in a row end the probing
+
+
+def every_schedule(mod, design_spaces, postprocs, cap: int = MAX_SPACE) -> list | None:
+    """Every schedule of a space whose only random decisions are categorical (an unroll
+    depth) and compute locations, designs interleaved; None when the space has other
+    decisions or more than `cap` schedules. Sampling such a space found C12's blocked
+    Winograd's 32 schedules a few at a time (3-4 s a draw for 1-7 new ones); replaying
+    each decision once costs about as much as one draw."""
+    per_design = []
+    for design in design_spaces:
+        trace = design.trace
+        base = dict(trace.decisions)
+        axes = []
+        for inst in trace.insts:
+            kind = inst.kind.name
+            if kind == "SampleCategorical":
+                axes.append((inst, list(range(len(inst.attrs[0])))))
+            elif kind == "SampleComputeLocation":
+                axes.append((inst, _locations(mod, design, base, inst, postprocs)))
+            elif kind.startswith("Sample"):
+                return None
+        combos = list(product(*(values for _, values in axes)))
+        if sum(len(d) for d in per_design) + len(combos) > cap:
+            return None
+        schedules = []
+        for combo in combos:
+            decisions = dict(base)
+            decisions.update({inst: value for (inst, _), value in zip(axes, combo)})
+            sch = replay(mod, design, decisions, postprocs)
+            if sch is not None:
+                schedules.append(sch)
+        per_design.append(schedules)
+    # Interleaved: a batch cut from the front holds every design.
+    return [sch for row in zip_longest(*per_design) for sch in row if sch is not None]
+
+
+def _locations(mod, design, base: dict, inst, postprocs) -> list[int]:
+    """The compute locations of `inst` that replay (others as the design decided): inline
+    (-2), root (-1), then loop after loop until LOCATION_MISSES fail in a row."""
+    found, misses, where = [], 0, -2
+    while (misses < LOCATION_MISSES or where < 0) and where < MAX_SPACE:
+        if replay(mod, design, {**base, inst: where}, postprocs) is not None:
+            found.append(where)
+            misses = 0
+        elif where >= 0:
+            misses += 1
+        where += 1
+    return found
 
 
 def replay(mod, design, decisions: dict, postprocs, seed: int | None = None):
