@@ -9,6 +9,7 @@ score of each candidate at the moment it is picked.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -168,8 +169,10 @@ class DedupSearch(PySearchStrategy):
             self.cold._initialize_with_tune_context(self.context)
         self.inner.pre_tuning(max_trials + SPARE, num_trials_per_iter + SPARE, design_spaces,
                               database, cost_model)
-        # A quick first batch picks from more samples than it sends (the allowance cuts it).
-        pool = max(num_trials_per_iter, QUICK_POOL if self.memory.quick_first else 0)
+        # A cold batch samples more than it sends (the allowance cuts it): SPARE to make up
+        # for candidates measured before (C12's NCHW cold batch sent 15 of 16, and its
+        # remaining trial later cost a full search), and a quick first batch picks from more.
+        pool = max(num_trials_per_iter + SPARE, QUICK_POOL if self.memory.quick_first else 0)
         self.cold.pre_tuning(max(max_trials, pool), pool, design_spaces, database, cost_model)
 
     def post_tuning(self) -> None:
@@ -257,6 +260,10 @@ class DedupSearch(PySearchStrategy):
         if self.key not in self.memory.spaces:
             postprocs = list(self.context.space_generator.postprocs)
             found = every_schedule(self.context.mod, self.design_spaces, postprocs)
+            if found is not None:
+                # In a random order: taken in the enumeration's, C12's Winograd cold batch
+                # held only the two shallowest of its four unroll depths.
+                random.Random(int(self.context.rand_state)).shuffle(found)
             self.memory.spaces[self.key] = (
                 None if found is None else [self._candidate(sch) for sch in found])
         return self.memory.spaces[self.key]
