@@ -19,7 +19,7 @@ of the three designs and 0.097-0.112 ms in the third (same process, interleaved)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import product, zip_longest
+from itertools import product
 
 # The tiled block of each blocked convolution TOPI emits, with its loops: spatial (n,
 # channel chunk, oh, ow, channel block) then reduction. (Depthwise blocked convs were
@@ -161,17 +161,18 @@ LOCATION_MISSES = 2  # compute locations after root that fail in a row end the p
 
 
 def every_schedule(mod, design_spaces, postprocs, cap: int = MAX_SPACE) -> list | None:
-    """Every schedule of a space whose only random decisions are categorical (an unroll
-    depth) and compute locations, designs interleaved; None when the space has other
-    decisions or more than `cap` schedules. Sampling such a space found C12's blocked
-    Winograd's 32 schedules a few at a time (3-4 s a draw for 1-7 new ones); replaying
-    each decision once costs about as much as one draw."""
-    per_design = []
+    """Every distinct schedule of a space whose only random decisions are categorical (an
+    unroll depth) and compute locations; None when the space has other decisions or more
+    than `cap` schedules. Sampled 32 at a time, C12's blocked Winograd's 32 schedules came
+    a few at a time (3-4 s a draw for 1-7 new ones); enumerated, all of them cost about two
+    draws."""
+    from tvmtui.tuning.search import module_hash
+
+    found: dict[str, object] = {}  # by module hash: two designs may schedule alike
     for design in design_spaces:
-        trace = design.trace
-        base = dict(trace.decisions)
+        base = dict(design.trace.decisions)
         axes = []
-        for inst in trace.insts:
+        for inst in design.trace.insts:
             kind = inst.kind.name
             if kind == "SampleCategorical":
                 axes.append((inst, list(range(len(inst.attrs[0])))))
@@ -180,18 +181,14 @@ def every_schedule(mod, design_spaces, postprocs, cap: int = MAX_SPACE) -> list 
             elif kind.startswith("Sample"):
                 return None
         combos = list(product(*(values for _, values in axes)))
-        if sum(len(d) for d in per_design) + len(combos) > cap:
+        if len(found) + len(combos) > cap:
             return None
-        schedules = []
         for combo in combos:
-            decisions = dict(base)
-            decisions.update({inst: value for (inst, _), value in zip(axes, combo)})
+            decisions = {**base, **{inst: value for (inst, _), value in zip(axes, combo)}}
             sch = replay(mod, design, decisions, postprocs)
             if sch is not None:
-                schedules.append(sch)
-        per_design.append(schedules)
-    # Interleaved: a batch cut from the front holds every design.
-    return [sch for row in zip_longest(*per_design) for sch in row if sch is not None]
+                found.setdefault(module_hash(sch.mod), sch)
+    return list(found.values())
 
 
 def _locations(mod, design, base: dict, inst, postprocs) -> list[int]:
