@@ -39,6 +39,16 @@ def tvmtui(*args: str, sessions: Path) -> subprocess.CompletedProcess:
     )
 
 
+def machine_label() -> str:
+    """What the rows were measured on: the TVM target's CPU and the widest FMA vectors
+    (a table grows by parts, and the machine under it can change between parts)."""
+    shown = subprocess.run([sys.executable, "-m", "tvmtui", "devices", "--json"],
+                           capture_output=True, text=True, check=True)
+    mcpu = json.loads(shown.stdout)["local"]["target"].get("mcpu", "?")
+    isa = json.loads((HERE / "results" / "peak.json").read_text())["isa"]
+    return f"{mcpu} ({isa})"
+
+
 def measured_peak_gflops() -> tuple[float, str]:
     """The all-cores FMA peak benchmarks/peak.py measured (run now if it has not been)."""
     path = HERE / "results" / "peak.json"
@@ -95,6 +105,7 @@ def main() -> None:
     sessions = Path(args.sessions_dir)
     sessions.mkdir(parents=True, exist_ok=True)
     peak, peak_text = measured_peak_gflops()
+    machine = machine_label()
     rows, workloads = [], []
     for workload in [w.strip() for w in args.workloads.split(",") if w.strip()]:
         trials = args.trials
@@ -139,6 +150,7 @@ def main() -> None:
         best = min(competitors, key=lambda r: r["median_ms"]) if competitors else None
         summary = {
             "workload": workload, "session": name, "trials": report["tuned_trials"],
+            "machine": machine, "peak_gflops": peak,
             "tune_s": round(tune_s, 1), "bench_s": report["seconds"], "flops": flops,
             "tvm_ms": tuned["median_ms"],
             "bench_runs": report.get("bench_runs", 1),
@@ -239,10 +251,17 @@ def merge_earlier(path: Path, rows: list[dict], workloads: list[dict]) -> tuple[
 
 def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: str,
              commands: list[str]) -> str:
+    machines: dict[str, list[str]] = {}
+    for w in workloads:
+        machines.setdefault(w.get("machine", "?"), []).append(w["workload"])
     lines = [
         "# Tuned TVM against the baselines on this machine", "",
-        "Made by " + "; ".join(f"`{c}`" for c in commands) +
-        f". FP32 peak {peak:.0f} GFLOPS ({peak_text}).",
+        "Made by " + "; ".join(f"`{c}`" for c in commands) + ".",
+        "Measured on " + "; ".join(
+            f"`{m}` (FP32 peak {_peak(next(w for w in workloads if w['workload'] == names[0]), peak):.0f} "
+            f"GFLOPS): {', '.join(names)}" for m, names in machines.items()) +
+        f". This run's peak was {peak_text}; a row's % of peak is against the peak of "
+        "the machine it ran on.",
         "Speedup = baseline median / tuned TVM median; a speedup whose parity check failed "
         "is marked, never counted as a win.", "",
         "| workload | trials | tuned TVM ms | TVM GFLOPS | baseline | baseline ms | speedup | parity |",
@@ -258,12 +277,12 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
                          f"{r['baseline']} | {r['median_ms']:.3f} | {sp} | "
                          f"{'ok' if r['parity_passed'] else 'FAIL'} {r['max_rel_err']:.1e} |")
     lines += ["", "## Against the best baseline", "",
-              "| workload | variant | best baseline | its GFLOPS (% of peak) | tuned TVM GFLOPS "
-              "(% of peak) | speedup | each bench run |",
-              "|---|---|---|---|---|---|---|"]
+              "| workload | machine | variant | best baseline | its GFLOPS (% of peak) | tuned TVM "
+              "GFLOPS (% of peak) | speedup | each bench run |",
+              "|---|---|---|---|---|---|---|---|"]
 
-    def gf(value):
-        return f"{value:.0f} ({100 * value / peak:.0f}%)" if value else "-"
+    def gf(value, w):
+        return f"{value:.0f} ({100 * value / _peak(w, peak):.0f}%)" if value else "-"
 
     def ms(value):
         return f"{value:.3f}" if value else "-"
@@ -271,8 +290,9 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
     for w in workloads:
         sp = f"{w['speedup_vs_best']:.2f}x" if w["speedup_vs_best"] is not None else "-"
         each = " / ".join(f"{x:.2f}x" for x in w.get("run_speedups_vs_best") or []) or "-"
-        lines.append(f"| {w['workload']} | {w.get('variant') or '-'} | {w['best_baseline']} | "
-                     f"{gf(w['best_gflops'])} | {gf(w['tvm_gflops'])} | {sp} | {each} |")
+        lines.append(f"| {w['workload']} | {w.get('machine', '?')} | {w.get('variant') or '-'} | "
+                     f"{w['best_baseline']} | {gf(w['best_gflops'], w)} | {gf(w['tvm_gflops'], w)} "
+                     f"| {sp} | {each} |")
     lines += ["", "## Per layer: the variant that won, and where the time goes", "",
               "GFLOPS of a Winograd or sub-pixel layer count the work that algorithm does, "
               "not the direct convolution's. `best ms` is the layer's fastest trial, "
@@ -288,13 +308,13 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
         rows_ = sorted((t for t in w["tasks"] if t.get("best_ms")), key=lambda t: -(t["share"] or 0))
         for t in rows_[:8]:
             g = t.get("gflops")
-            speed = f"{g:.0f} | {100 * g / peak:.0f}%" if g else "- | -"
+            speed = f"{g:.0f} | {100 * g / _peak(w, peak):.0f}%" if g else "- | -"
             lines.append(f"| {t['name']} | {t.get('variant_label', t['variant'])} | {t['weight']} | "
                          f"{t['best_ms']:.3f} | {ms(t.get('confirmed_ms'))} | "
                          f"{100 * (t['share'] or 0):.0f}% | {speed} |")
         lines.append("")
         if w["speedup_vs_best"] is not None and w["speedup_vs_best"] < 1.0:
-            lines += [below_par(w, rows_, peak), ""]
+            lines += [below_par(w, rows_, _peak(w, peak)), ""]
     unavailable = {k: v for w in workloads for k, v in w["unavailable"].items() if k != "tvm-tuned"}
     if unavailable:
         lines += ["", "Not available on this machine:", ""]
@@ -304,16 +324,17 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
 
 # Why a row was below 1.0x when it was measured, and what would close it: the analysis
 # behind the closing notes of issue 10 (per-kernel timings, bandwidth), shown under the
-# row only while it stays below par.
+# row only while it stays below par and only under a row from the CPU it was made on.
+ZEN3 = "znver3 (AVX2+FMA)"
 BELOW_PAR_WHY = {
-    "dwconv:D9": "noise decides this row: between compare runs LiteRT's median moved "
+    "dwconv:D9": (ZEN3, "noise decides this row: between compare runs LiteRT's median moved "
                  "from 0.020 to 0.029 ms and ours from 0.021 to 0.031 with the host. Since "
                  "revision 11 the blocked kernel carries its two layout transforms (200 KB "
                  "each) inside it, one launch instead of three, but the 3x3 depthwise layer "
                  "still reads NCHW and writes NCHW around a NCHW8c core; the search has kept "
                  "NCHW (0.021-0.028 ms) in both revision-10 and -11 runs. A blocked kernel "
-                 "that gathers its input per channel block (no separate pass) would close it",
-    "dqn": "re-tuned after small spaces became enumerated (288 trials): three benches "
+                 "that gathers its input per channel block (no separate pass) would close it"),
+    "dqn": (ZEN3, "re-tuned after small spaces became enumerated (288 trials): three benches "
            "gave 0.96, 1.00 and 0.96x, 0.238 ms against LiteRT's 0.229 (the run before: "
            "0.88, 0.97 and 0.89x, 0.240 against 0.222; before that 0.205 against 0.178, "
            "0.92x). The Winograd 7x7 64->64 conv's space (16 schedules) was measured whole "
@@ -331,8 +352,8 @@ BELOW_PAR_WHY = {
            "What would close it: the first conv at 85% of peak (0.038 ms, 0.022 less), "
            "and kernels this small (under 50 us) with fewer "
            "parallel stages, or none, which MetaSchedule never weighs against waking the "
-           "second thread",
-    "mobilenet": "re-tuned with trials in proportion to each layer's share of the time "
+           "second thread"),
+    "mobilenet": (ZEN3, "re-tuned with trials in proportion to each layer's share of the time "
                  "(1,056 trials): the heaviest layer, the 14x14 512->512 conv that runs 5 "
                  "times, got 163 trials (45 before) and its best fell from 0.666 to 0.582 ms "
                  "(87% of peak). Its confirm step and the three benches (0.95, 0.76 and "
@@ -348,8 +369,13 @@ BELOW_PAR_WHY = {
                  "block after a rest and 50 ms of warm-up) 6% longer than a steady loop. "
                  "Closing it takes schedules chosen in context (candidates timed with their "
                  "weights out of the caches) "
-                 "or each depthwise layer fused into the 1x1 conv that reads its output",
+                 "or each depthwise layer fused into the 1x1 conv that reads its output"),
 }
+
+
+def _peak(w: dict, peak: float) -> float:
+    """The FMA peak of the machine a workload's row ran on (the table's for older rows)."""
+    return w.get("peak_gflops") or peak
 
 
 def below_par(w: dict, tasks: list[dict], peak: float) -> str:
@@ -363,7 +389,8 @@ def below_par(w: dict, tasks: list[dict], peak: float) -> str:
         g = top.get("gflops")
         text += (f"; the largest, `{top['name']}`, takes {100 * (top['share'] or 0):.0f}% of "
                  f"the time" + (f" at {100 * g / peak:.0f}% of peak" if g else ""))
-    why = BELOW_PAR_WHY.get(w["workload"])
+    machine, why = BELOW_PAR_WHY.get(w["workload"], (None, None))
+    why = why if machine == w.get("machine") else None  # analysis of a run on another CPU
     return text + (f". Why, and what would close it: {why}." if why else ".")
 
 
