@@ -325,51 +325,22 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
 # Why a row was below 1.0x when it was measured, and what would close it: the analysis
 # behind the closing notes of issue 10 (per-kernel timings, bandwidth), shown under the
 # row only while it stays below par and only under a row from the CPU it was made on.
-ZEN3 = "znver3 (AVX2+FMA)"
+# (The znver3 analyses of DQN, MobileNet and D9 are in git history: every row is znver4 now.)
+ZEN4 = "znver4 (AVX-512)"
 BELOW_PAR_WHY = {
-    "dwconv:D9": (ZEN3, "noise decides this row: between compare runs LiteRT's median moved "
-                 "from 0.020 to 0.029 ms and ours from 0.021 to 0.031 with the host. Since "
-                 "revision 11 the blocked kernel carries its two layout transforms (200 KB "
-                 "each) inside it, one launch instead of three, but the 3x3 depthwise layer "
-                 "still reads NCHW and writes NCHW around a NCHW8c core; the search has kept "
-                 "NCHW (0.021-0.028 ms) in both revision-10 and -11 runs. A blocked kernel "
-                 "that gathers its input per channel block (no separate pass) would close it"),
-    "dqn": (ZEN3, "re-tuned after small spaces became enumerated (288 trials): three benches "
-           "gave 0.96, 1.00 and 0.96x, 0.238 ms against LiteRT's 0.229 (the run before: "
-           "0.88, 0.97 and 0.89x, 0.240 against 0.222; before that 0.205 against 0.178, "
-           "0.92x). The Winograd 7x7 64->64 conv's space (16 schedules) was measured whole "
-           "in its cold batch and ended used up, best 0.018 ms. The layers sum to 0.187 ms "
-           "confirmed against 0.158 in the run before, in a slower spell: the 4x4 "
-           "stride-2 conv confirmed at 0.038 ms against 0.031, the dense at 0.060 against "
-           "0.055. The 8x8 stride-4 first conv over 4 input channels, with the input's "
-           "layout transform inside it, is now the largest layer: 71 trials, best 0.060 "
-           "ms (54% of peak; 0.048 in the run before). The 3136->512 dense streams 6.4 MB "
-           "of weights per call: 0.053 ms is 120 GB/s, from L3, and LiteRT streams the "
-           "same bytes. In its own process (the run before's library), 200 calls after "
-           "0.6 s of calls ran 0.146-0.154 ms against LiteRT's 0.157-0.179 in the same "
-           "spell, and blocks of 20 calls after 50 ms (as the bench times every runtime) "
-           "0.165-0.22 against 0.176-0.26: a level race that short runs tip either way. "
-           "What would close it: the first conv at 85% of peak (0.038 ms, 0.022 less), "
-           "and kernels this small (under 50 us) with fewer "
-           "parallel stages, or none, which MetaSchedule never weighs against waking the "
-           "second thread"),
-    "mobilenet": (ZEN3, "re-tuned with trials in proportion to each layer's share of the time "
-                 "(1,056 trials): the heaviest layer, the 14x14 512->512 conv that runs 5 "
-                 "times, got 163 trials (45 before) and its best fell from 0.666 to 0.582 ms "
-                 "(87% of peak). Its confirm step and the three benches (0.95, 0.76 and "
-                 "0.91x) ran in a slow spell: ONNX Runtime took 9.94 ms here against 8.58 "
-                 "in the previous run. In three A/Bs (`benchmarks/ab.py`, both libraries in "
-                 "one process, 25 interleaved rounds) the new library ran 1.01, 1.08 and "
-                 "1.08x the speed of the previous one; four later benches against ONNX "
-                 "Runtime and LiteRT gave 0.93-1.04x. `benchmarks/in_context.py`, twice: inference "
-                 "7.48 and 9.53 ms, its kernels 7.34 and 8.37 ms in the run, 6.99 and 7.77 "
-                 "ms alone; the 1000-way classifier (4 MB of weights, evicted from L3 by the "
-                 "others) runs 1.9-2.2x slower in the run, the depthwise layers 1.1-1.7x. "
-                 "So the run takes 7-23% longer than its kernels alone, and the bench (each "
-                 "block after a rest and 50 ms of warm-up) 6% longer than a steady loop. "
-                 "Closing it takes schedules chosen in context (candidates timed with their "
-                 "weights out of the caches) "
-                 "or each depthwise layer fused into the 1x1 conv that reads its output"),
+    "dwconv:D9": (ZEN4, "a 3x3 depthwise layer over 1024 channels of 7x7 (0.45 M FMAs) "
+                 "is too small for its overheads. Tuning kept NCHW (176 trials, best 0.0172 "
+                 "ms, LiteRT's own time; 0.0199 confirmed), and the library's `main` adds "
+                 "4-5 us a call: the VM's own time_evaluator gives 0.024-0.026 ms for it, a "
+                 "Python loop 1 us more. The chosen schedule pads each quarter of the "
+                 "channels into a 9x9 copy (324 KB over the layer), accumulates into a "
+                 "second buffer and copies that out, in 7-lane vectors along the 7-wide "
+                 "rows. NCHW16c, its two layout transforms inside the kernel, measured "
+                 "0.044 ms and retired after 16 trials: gathering 16 channels into a vector "
+                 "costs more than the vectors save. LiteRT runs the layer in NHWC as its "
+                 "model is written, 1024 channels innermost. What would close it: a kernel "
+                 "that pads a few channels at a time in L1 and writes its output directly, "
+                 "and less per-call work in the VM for so small a graph"),
 }
 
 
