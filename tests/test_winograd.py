@@ -77,7 +77,7 @@ def test_every_design_of_a_blocked_winograd_layer_computes_the_convolution():
 
 
 def test_revision_3_sessions_keep_the_nchw_winograd():
-    layers, shape = NETS["9x11-24-16-12"]
+    layers, shape = NETS["9x11-32-16-12"]
     err, plan = _run_variant(conv_net(layers, shape), shape, "winograd", revision=3)
     assert err < 1e-4 and plan.rewritten == 1
     _, target = _target()
