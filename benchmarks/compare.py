@@ -251,15 +251,15 @@ def merge_earlier(path: Path, rows: list[dict], workloads: list[dict]) -> tuple[
 
 def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: str,
              commands: list[str]) -> str:
-    machines: dict[str, list[str]] = {}
+    machines: dict[tuple[str, float], list[str]] = {}
     for w in workloads:
-        machines.setdefault(w.get("machine", "?"), []).append(w["workload"])
+        machines.setdefault((w.get("machine", "?"), _peak(w, peak)), []).append(w["workload"])
     lines = [
         "# Tuned TVM against the baselines on this machine", "",
         "Made by " + "; ".join(f"`{c}`" for c in commands) + ".",
         "Measured on " + "; ".join(
-            f"`{m}` (FP32 peak {_peak(next(w for w in workloads if w['workload'] == names[0]), peak):.0f} "
-            f"GFLOPS): {', '.join(names)}" for m, names in machines.items()) +
+            f"`{m}` (FP32 peak {p:.0f} GFLOPS): {', '.join(names)}"
+            for (m, p), names in machines.items()) +
         f". This run's peak was {peak_text}; a row's % of peak is against the peak of "
         "the machine it ran on.",
         "Speedup = baseline median / tuned TVM median; a speedup whose parity check failed "
