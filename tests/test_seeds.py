@@ -110,7 +110,6 @@ def test_seeds_compute_the_convolution(k, h, w):
     ([1, 5, 9, 16, 1, 3, 3], 8, True),  # odd channels and rows: one row a tile
     ([1, 64, 28, 28, 1, 3, 3], 4, True),  # NEON's lanes divide a 28-wide row
     ([1, 64, 28, 28, 1, 3, 3], 8, False),  # AVX2's do not
-    ([1, 1024, 7, 7, 1, 3, 3], 8, False),  # D9: the blocked variant's
     ([1, 16, 16, 16, 2, 3, 3], 8, False),  # two input channels a group: not depthwise
 ])
 def test_depthwise_tilings_hold_whole_vectors_of_a_row(extents, lanes, tiled):
@@ -126,7 +125,30 @@ def test_depthwise_tilings_hold_whole_vectors_of_a_row(extents, lanes, tiled):
     assert len(set(plans)) == len(plans)
 
 
-def test_depthwise_seeds_compute_the_convolution():
+@pytest.mark.parametrize("extents,lanes,per", [
+    ([1, 1024, 7, 7, 1, 3, 3], 8, 16),  # D9 on AVX2
+    ([1, 512, 14, 14, 1, 3, 3], 16, 16),  # D7 on AVX-512: 14 rows, 14 registers
+    ([1, 24, 5, 7, 1, 3, 3], 8, 12),  # a channel count 16 does not divide
+    ([1, 7, 7, 7, 1, 3, 3], 16, 7),  # a prime one: every channel in one job
+])
+def test_small_map_depthwise_tilings_keep_a_row_a_vector(extents, lanes, per):
+    plans = sd.depthwise_tilings(extents, lanes)
+    assert len(plans) == len(sd.UNROLL)
+    for plan in plans:
+        assert [math.prod(t) for t in plan.tiles] == extents
+        assert plan.tiles[1] == (extents[1] // per, per, 1, 1)  # channels per parallel job
+        assert plan.tiles[2] == (1, 1, 1, extents[2])  # every row in registers
+        assert plan.tiles[3] == (1, 1, 1, extents[3])  # a whole row a vector
+        assert plan.pad_at == 3
+
+
+def test_no_small_map_tiling_with_more_rows_than_registers():
+    assert sd.depthwise_tilings([1, 64, 15, 7, 1, 3, 3], 8) == []
+
+
+@pytest.mark.parametrize("c,h,w,stride", [(5, 9, 16, 1), (24, 7, 7, 1), (12, 13, 11, 2)])
+def test_depthwise_seeds_compute_the_convolution(c, h, w, stride):
+    """Row-vector seeds (16 wide) and small-map ones (7x7; 13x11 at stride 2 gives 7x6)."""
     import tvm
     from tvm import te, topi
     from tvm.s_tir import meta_schedule as ms
@@ -136,28 +158,30 @@ def test_depthwise_seeds_compute_the_convolution():
 
     import_tvm(local_cpu_target())
     target = tvm.target.Target(local_cpu_target())
-    c, h, w = 5, 9, 16  # odd channels and rows
     data = te.placeholder((1, c, h, w), name="data")
     kernel = te.placeholder((c, 1, 3, 3), name="kernel")
     # What Relax legalizes a depthwise conv2d to: a group conv, one channel a group.
-    out = topi.nn.group_conv2d_nchw(data, kernel, 1, 1, 1, c, "float32")
+    out = topi.nn.group_conv2d_nchw(data, kernel, stride, 1, 1, c, "float32")
+    oh, ow = (int(d) for d in out.shape[2:])
     mod = tvm.IRModule({"main": te.create_prim_func([data, kernel, out])})
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
                          task_name="dw", num_threads=2)
     designs = ctx.generate_design_space()
     scheds = sd.seeds(mod, designs, list(ctx.space_generator.postprocs), lanes=8)
     # Every plan in every design (with and without a write cache).
-    assert len(scheds) == len(sd.depthwise_tilings([1, c, h, w, 1, 3, 3], 8)) * len(designs)
+    plans = sd.depthwise_tilings([1, c, oh, ow, 1, 3, 3], 8)
+    assert plans and len(scheds) == len(plans) * len(designs)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, c, h, w)).astype(np.float32)
     wt = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
-    want = sum(xp[:, :, i:i + h, j:j + w] * wt[None, :, 0, i, j, None, None]
+    span = lambda i, n: slice(i, i + stride * (n - 1) + 1, stride)  # noqa: E731
+    want = sum(xp[:, :, span(i, oh), span(j, ow)] * wt[None, :, 0, i, j, None, None]
                for i in range(3) for j in range(3))
     for sch in scheds:
-        assert "xx_3_fused in T.vectorized(8)" in sch.mod.script()  # a row's vector
+        assert f"xx_3_fused in T.vectorized({min(ow, 8)})" in sch.mod.script()  # a row's vector
         lib = tvm.driver.build(sch.mod, target=target)
-        got = tvm.runtime.tensor(np.zeros((1, c, h, w), np.float32))
+        got = tvm.runtime.tensor(np.zeros((1, c, oh, ow), np.float32))
         lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(wt), got)
         assert np.max(np.abs(got.numpy() - want)) < 1e-4
 
