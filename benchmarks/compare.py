@@ -325,23 +325,9 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
 # Why a row was below 1.0x when it was measured, and what would close it: the analysis
 # behind the closing notes of issue 10 (per-kernel timings, bandwidth), shown under the
 # row only while it stays below par and only under a row from the CPU it was made on.
-# (The znver3 analyses of DQN, MobileNet and D9 are in git history: every row is znver4 now.)
-ZEN4 = "znver4 (AVX-512)"
-BELOW_PAR_WHY = {
-    "dwconv:D9": (ZEN4,
-                 "a 3x3 depthwise layer over 1024 channels of 7x7 (0.45 M FMAs) is bound by its passes "
-                 "over memory, not its arithmetic. Tuning kept NCHW (176 trials, best 0.0172 ms, "
-                 "LiteRT's own time; 0.0199 confirmed). The VM adds little: in one process, the "
-                 "exported library's `main` ran 0.019-0.022 ms and its kernel called directly "
-                 "0.019-0.021, so the kernel is what loses. The chosen schedule pads each quarter of "
-                 "the channels into a 9x9 copy (324 KB over the layer), accumulates into a second "
-                 "buffer and copies that out, in 7-lane vectors along the 7-wide rows. NCHW16c, its two"
-                 " layout transforms inside the kernel, measured 0.044 ms and retired after 16 trials: "
-                 "gathering 16 channels into a vector costs more than the vectors save. LiteRT runs the"
-                 " layer in NHWC as its model is written, 1024 channels innermost. What would close it:"
-                 " a kernel that pads a few channels at a time in L1 and writes its output directly "
-                 "(one pass instead of three)"),
-}
+# (The znver3 analyses of DQN, MobileNet and D9, and the znver4 one of D9 that the
+# small-map depthwise seeds closed, are in git history.)
+BELOW_PAR_WHY: dict[str, tuple[str, str]] = {}
 
 
 def _peak(w: dict, peak: float) -> float:
