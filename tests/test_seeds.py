@@ -186,6 +186,51 @@ def test_depthwise_seeds_compute_the_convolution(c, h, w, stride):
         assert np.max(np.abs(got.numpy() - want)) < 1e-4
 
 
+@pytest.mark.parametrize("h,w,stride,reg", [
+    (9, 9, 1, 3),  # no row divisor from 4 to 8: 3 pixels
+    (7, 15, 2, 4),  # 4x8 out: 8 and 4 pixels
+    (13, 13, 1, 1),  # a prime row: a pixel at a time
+])
+def test_blocked_depthwise_seeds_compute_the_convolution(h, w, stride, reg):
+    import tvm
+    from tvm import te
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.graph.variants import _depthwise_nchwc
+    from tvmtui.tuning.tvm_env import import_tvm
+
+    import_tvm(local_cpu_target())
+    target = tvm.target.Target(local_cpu_target())
+    data = te.placeholder((1, 3, h, w, 8), name="data")
+    kernel = te.placeholder((3, 1, 3, 3, 1, 8), name="kernel")
+    out = _depthwise_nchwc(data, kernel, (stride, stride), (1, 1), (1, 1), "float32")
+    oh, ow = (int(d) for d in out.shape[2:4])
+    plans = sd.blocked_depthwise_tilings([1, 3, oh, ow, 8, 3, 3])
+    assert plans[-1].tiles[3] == (ow // reg, 1, 1, reg)
+    for plan in plans:
+        assert plan.tiles[2] == (oh, 1, 1, 1) and plan.pad_at == -2  # rows in parallel
+    mod = tvm.IRModule({"main": te.create_prim_func([data, kernel, out])})
+    ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
+                         task_name="dw", num_threads=2)
+    designs = ctx.generate_design_space()
+    scheds = sd.seeds(mod, designs, list(ctx.space_generator.postprocs), lanes=8)
+    assert len(scheds) == len(plans) * len(designs)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 3, h, w, 8)).astype(np.float32)
+    wt = rng.standard_normal((3, 1, 3, 3, 1, 8)).astype(np.float32)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1), (0, 0)))
+    span = lambda i, n: slice(i, i + stride * (n - 1) + 1, stride)  # noqa: E731
+    want = sum(xp[:, :, span(i, oh), span(j, ow), :] * wt[None, :, 0, i, j, 0, None, None, :]
+               for i in range(3) for j in range(3))
+    for sch in scheds:
+        assert "PadInput" not in sch.mod.script()  # inlined into the loads
+        lib = tvm.driver.build(sch.mod, target=target)
+        got = tvm.runtime.tensor(np.zeros((1, 3, oh, ow, 8), np.float32))
+        lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(wt), got)
+        assert np.max(np.abs(got.numpy() - want)) < 1e-4
+
+
 def test_no_seeds_for_other_tasks():
     import tvm
     from tvm import te
