@@ -29,6 +29,20 @@ def test_same_arguments_are_the_same_random_tensors_and_the_kept_lists_are_bound
     assert arguments.alloc_reused(dev, _info((64, 64), (64,)), 1) is not first  # dropped
 
 
+def test_kept_arguments_stay_under_the_byte_bound_but_the_last_list_is_kept(monkeypatch):
+    import tvm
+
+    dev = tvm.cpu()
+    arguments._kept.clear()
+    monkeypatch.setattr(arguments, "KEPT_BYTES", 3 * 4096 * 4)  # three 4096-float lists
+    lists = [arguments.alloc_reused(dev, _info((4096 + n,)), 1) for n in range(3)]
+    assert len(arguments._kept) == 2  # the first went: three would be over the bound
+    assert arguments.alloc_reused(dev, _info((4096 + 2,)), 1) is lists[2]
+    big = arguments.alloc_reused(dev, _info((8 * 4096,)), 1)  # alone over the bound
+    assert len(arguments._kept) == 1
+    assert arguments.alloc_reused(dev, _info((8 * 4096,)), 1) is big
+
+
 def test_the_local_runner_times_two_candidates_on_the_kept_arguments(tmp_path):
     """Two schedules of one kernel, measured by MetaSchedule's LocalRunner in its own process
     with `alloc_reused`: both measure, and each writes what the kernel computes."""

@@ -14,7 +14,9 @@ from __future__ import annotations
 from collections import OrderedDict
 
 KEPT = 4  # argument lists kept per runner process (least recently used dropped first)
-_kept: OrderedDict = OrderedDict()
+KEPT_BYTES = 512 << 20  # and at most this much of them, bar the list just handed out
+# (a VGG-sized dense layer takes 411 MB: one at a time)
+_kept: OrderedDict = OrderedDict()  # key -> (argument lists, their bytes)
 
 
 def alloc_reused(device, args_info, alloc_repeat: int) -> list:
@@ -25,12 +27,20 @@ def alloc_reused(device, args_info, alloc_repeat: int) -> list:
     key = (device.dlpack_device_type(), device.index, _freeze(args_info), alloc_repeat)
     if key in _kept:
         _kept.move_to_end(key)
-        return _kept[key]
+        return _kept[key][0]
     args = default_alloc_argument(device, args_info, alloc_repeat)
-    _kept[key] = args
-    while len(_kept) > KEPT:
+    _kept[key] = (args, sum(_nbytes(t) for tensors in args for t in tensors))
+    while len(_kept) > 1 and (len(_kept) > KEPT
+                              or sum(size for _, size in _kept.values()) > KEPT_BYTES):
         _kept.popitem(last=False)
     return args
+
+
+def _nbytes(tensor) -> int:
+    count = 1
+    for extent in tensor.shape:
+        count *= int(extent)
+    return count * tensor.dtype.itemsize
 
 
 def _freeze(value):
