@@ -85,14 +85,14 @@ def _pointwise_tilings(extents: list[int]) -> list[Tiling]:
 
 def _row_tilings(extents: list[int]) -> list[Tiling]:
     n, chunks, oh, ow, lanes, *red = extents
-    # Output pixels per register tile: the divisors of the row from 4 to 8, largest first
-    # (ow=56 -> 8, 7, 4; ow=7 -> 7), with one or two channel blocks; a row with none
+    # Each pixel tile with one or two channel blocks; a row with no tile from 4 to 8
     # (ow=9 -> 3) takes as many channel blocks as fit and divide the chunks.
-    regs = [(d, c) for d in divisors(ow) if 4 <= d <= 8 for c in (1, 2)][::-1]
-    regs = sorted(regs, key=lambda rc: (-rc[0], rc[1]))
-    if not regs:
-        reg = max(d for d in divisors(ow) if d < 4)
-        regs = [(reg, max(c for c in divisors(chunks) if c * reg <= REGISTERS and c <= 4))]
+    pixels = _row_pixels(ow)
+    if pixels[0] >= 4:
+        regs = [(d, c) for d in pixels for c in (1, 2)]
+    else:
+        regs = [(pixels[0], max(c for c in divisors(chunks)
+                                if c * pixels[0] <= REGISTERS and c <= 4))]
     out = []
     for (reg, chunk_reg), rows_inner, unroll in product(regs, (True, False), UNROLL):
         if chunks % chunk_reg or reg * chunk_reg > REGISTERS:
@@ -104,6 +104,13 @@ def _row_tilings(extents: list[int]) -> list[Tiling]:
                    (ow // reg, 1, 1, reg), (1, 1, 1, lanes)]
         out.append(Tiling(tuple(spatial + _reduction(lanes, red)), unroll))
     return out
+
+
+def _row_pixels(ow: int) -> list[int]:
+    """Output pixels of a row per register tile: its divisors from 4 to 8, largest first
+    (ow=56 -> 8, 7, 4; ow=7 -> 7), else its largest divisor below 4 (ow=9 -> 3)."""
+    return [d for d in divisors(ow) if 4 <= d <= 8][::-1] or \
+        [max(d for d in divisors(ow) if d < 4)]
 
 
 def depthwise_tilings(extents: list[int], lanes: int) -> list[Tiling]:
@@ -153,11 +160,9 @@ def blocked_depthwise_tilings(extents: list[int]) -> list[Tiling]:
     against 0.0212, 56x56x128 0.034 against 0.134; the padding at the root or per job
     ran 1.6-2.8x slower than inlined."""
     n, chunks, oh, ow, block, *kernel = extents
-    regs = [d for d in divisors(ow) if 4 <= d <= 8][::-1][:2] or \
-        [max(d for d in divisors(ow) if d < 4)]
     return [Tiling(((n, 1, 1, 1), (chunks, 1, 1, 1), (oh, 1, 1, 1), (ow // reg, 1, 1, reg),
                     (1, 1, 1, block), *((1, k) for k in kernel)), UNROLL[-1], pad_at=-2)
-            for reg in regs]
+            for reg in _row_pixels(ow)[:2]]
 
 
 def seeds(mod, design_spaces, postprocs, *, lanes: int) -> list:
