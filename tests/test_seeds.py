@@ -18,6 +18,8 @@ SHAPES = [  # (n, chunks, oh, ow, lanes, ic, kh, kw): C12, C2, an odd 3x3 map, a
     [1, 2, 15, 15, 8, 3, 3, 3], [1, 2, 9, 9, 8, 16, 3, 3],
     [1, 64, 14, 14, 8, 512, 1, 1], [1, 16, 56, 56, 8, 64, 1, 1], [1, 128, 7, 7, 8, 1024, 1, 1],
     [1, 3, 9, 7, 8, 24, 1, 1],
+    # on AVX-512: ResNet-18's 56x56 and 7x7, DQN's 9x9 stride-2 4x4 conv
+    [1, 4, 56, 56, 16, 64, 3, 3], [1, 32, 7, 7, 16, 512, 3, 3], [1, 4, 9, 9, 16, 32, 4, 4],
 ]
 
 
@@ -27,8 +29,8 @@ def test_tilings_split_every_loop_exactly(extents):
     assert plans
     for plan in plans:
         assert [math.prod(t) for t in plan.tiles] == extents
-        chunk_reg, row_reg = plan.tiles[1][-1], plan.tiles[3][-1]
-        assert chunk_reg * row_reg <= sd.REGISTERS
+        chunk_reg, rows_reg, row_reg = plan.tiles[1][-1], plan.tiles[2][-1], plan.tiles[3][-1]
+        assert chunk_reg * rows_reg * row_reg <= sd.registers(extents[4])
         assert plan.tiles[4] == (1, 1, 1, extents[4])  # the channel block: the vector lanes
     assert len(set(plans)) == len(plans)
 
@@ -49,8 +51,11 @@ def test_pointwise_convs_lead_with_eight_accumulator_tiles(extents, first):
                                               for p in rows) if t not in plans[:len(first)]]
 
 
-@pytest.mark.parametrize("k,h,w", [(3, 7, 7), (1, 6, 10)])  # a 1x1 takes the 2x2x2 tile
-def test_seeds_compute_the_convolution(k, h, w):
+@pytest.mark.parametrize("k,h,w,stride,block", [
+    (3, 7, 7, 1, 8), (1, 6, 10, 1, 8),  # a 1x1 takes the 2x2x2 tile
+    (4, 9, 9, 2, 16),  # DQN's second conv on AVX-512: whole rows, a column, three rows
+])
+def test_seeds_compute_the_convolution(k, h, w, stride, block):
     import tvm
     from tvm import te, topi
     from tvm.s_tir import meta_schedule as ms
@@ -60,30 +65,36 @@ def test_seeds_compute_the_convolution(k, h, w):
 
     import_tvm(local_cpu_target())
     target = tvm.target.Target(local_cpu_target())
-    data = te.placeholder((1, 3, h, w, 8), name="data")
-    kernel = te.placeholder((4, 3, k, k, 8, 8), name="kernel")
     pad = (k - 1) // 2
+    ih, iw = (h - 1) * stride + k - 2 * pad, (w - 1) * stride + k - 2 * pad
+    data = te.placeholder((1, 3, ih, iw, block), name="data")
+    kernel = te.placeholder((4, 3, k, k, block, block), name="kernel")
     with target:
-        out = topi.nn.conv2d_NCHWc(data, kernel, (1, 1), (pad, pad), (1, 1), "NCHW8c",
-                                   "NCHW8c", "float32")
+        out = topi.nn.conv2d_NCHWc(data, kernel, (stride, stride), (pad, pad), (1, 1),
+                                   f"NCHW{block}c", f"NCHW{block}c", "float32")
     mod = tvm.IRModule({"main": te.create_prim_func([data, kernel, out])})
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
                          task_name="conv", num_threads=2)
     scheds = sd.seeds(mod, ctx.generate_design_space(), list(ctx.space_generator.postprocs),
-                      lanes=8)
+                      lanes=block)
     assert 0 < len(scheds) <= sd.MAX_SEEDS
+    # The designs that write each tile out (here a write cache) come first.
+    per_tile = [any(i.kind.name == "CacheWrite" for i in sch.trace.insts) for sch in scheds]
+    assert per_tile[0] and per_tile == sorted(per_tile, reverse=True)
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((1, 3, h, w, 8)).astype(np.float32)
-    wt = rng.standard_normal((4, 3, k, k, 8, 8)).astype(np.float32)
+    x = rng.standard_normal((1, 3, ih, iw, block)).astype(np.float32)
+    wt = rng.standard_normal((4, 3, k, k, block, block)).astype(np.float32)
     # Reference: unblock to NCHW / OIHW and convolve in float64.
-    xn = x.transpose(0, 1, 4, 2, 3).reshape(1, 24, h, w).astype(np.float64)
-    wn = wt.transpose(0, 5, 1, 4, 2, 3).reshape(32, 24, k, k).astype(np.float64)
+    xn = x.transpose(0, 1, 4, 2, 3).reshape(1, 3 * block, ih, iw).astype(np.float64)
+    wn = wt.transpose(0, 5, 1, 4, 2, 3).reshape(4 * block, 3 * block, k, k).astype(np.float64)
     xp = np.pad(xn, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    want = np.zeros((1, 32, h, w))
+    want = np.zeros((1, 4 * block, h, w))
+    span_h, span_w = (h - 1) * stride + 1, (w - 1) * stride + 1
     for i in range(k):
         for j in range(k):
-            want += np.einsum("nchw,oc->nohw", xp[:, :, i:i + h, j:j + w], wn[:, :, i, j])
-    want = want.reshape(1, 4, 8, h, w).transpose(0, 1, 3, 4, 2)
+            window = xp[:, :, i:i + span_h:stride, j:j + span_w:stride]
+            want += np.einsum("nchw,oc->nohw", window, wn[:, :, i, j])
+    want = want.reshape(1, 4, block, h, w).transpose(0, 1, 3, 4, 2)
     # Evolution replays a seed's trace without its postprocessing, with decisions mutated
     # (here every compute location moved): the trace must say where postprocessing starts.
     from tvm import s_tir
@@ -98,9 +109,9 @@ def test_seeds_compute_the_convolution(k, h, w):
     if k == 1:  # the first seeds hold 2 channel blocks x 2 rows x 2 columns
         first = sd.tilings([1, 4, h, w, 8, 24, 1, 1])[0].tiles
         assert (first[1][-1], first[2][-1], first[3][-1]) == (2, 2, 2)
-    for sch in scheds[:3]:
+    for sch in scheds:
         lib = tvm.driver.build(sch.mod, target=target)
-        got = tvm.runtime.tensor(np.zeros((1, 4, h, w, 8), np.float32))
+        got = tvm.runtime.tensor(np.zeros((1, 4, h, w, block), np.float32))
         lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(wt), got)
         assert np.max(np.abs(got.numpy() - want)) < 1e-3
 
