@@ -11,6 +11,7 @@ is never read, so the timing is the same as with fresh tensors.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 
 KEPT = 4  # argument lists kept per runner process (least recently used dropped first)
@@ -37,10 +38,7 @@ def alloc_reused(device, args_info, alloc_repeat: int) -> list:
 
 
 def _nbytes(tensor) -> int:
-    count = 1
-    for extent in tensor.shape:
-        count *= int(extent)
-    return count * tensor.dtype.itemsize
+    return math.prod(int(extent) for extent in tensor.shape) * tensor.dtype.itemsize
 
 
 def _freeze(value):

@@ -84,9 +84,7 @@ def _pointwise_tilings(extents: list[int]) -> list[Tiling]:
         return []
     fits = [(c, r, q) for c, r, q in POINTWISE_TILES
             if chunks % c == 0 and oh % r == 0 and ow % q == 0][:POINTWISE_SEEDED]
-    return [Tiling(((n, 1, 1, 1), (chunks // c, 1, 1, c), (oh // r, 1, 1, r),
-                    (ow // q, 1, 1, q), (1, 1, 1, lanes), *_reduction(lanes, red)), UNROLL[-1])
-            for c, r, q in fits]
+    return [_register_tiling(extents, tile) for tile in fits]
 
 
 def _row_tilings(extents: list[int]) -> list[Tiling]:
@@ -97,9 +95,17 @@ def _row_tilings(extents: list[int]) -> list[Tiling]:
     n, chunks, oh, ow, lanes, *red = extents
     if registers(lanes) < 28:
         return _avx2_row_tilings(extents)
-    return [Tiling(((n, 1, 1, 1), (chunks // c, 1, 1, c), (oh // r, 1, 1, r),
-                    (ow // q, 1, 1, q), (1, 1, 1, lanes), *_reduction(lanes, red)), UNROLL[-1])
-            for c, r, q in _register_tiles(chunks, oh, ow, registers(lanes))]
+    return [_register_tiling(extents, tile)
+            for tile in _register_tiles(chunks, oh, ow, registers(lanes))]
+
+
+def _register_tiling(extents: list[int], tile: tuple[int, int, int]) -> Tiling:
+    """A blocked conv's seed that accumulates a (channel blocks, rows, pixels) tile in
+    registers, each tile a parallel job, unrolled 64 steps."""
+    n, chunks, oh, ow, lanes, *red = extents
+    c, r, q = tile
+    return Tiling(((n, 1, 1, 1), (chunks // c, 1, 1, c), (oh // r, 1, 1, r),
+                   (ow // q, 1, 1, q), (1, 1, 1, lanes), *_reduction(lanes, red)), UNROLL[-1])
 
 
 def _avx2_row_tilings(extents: list[int]) -> list[Tiling]:
@@ -233,10 +239,12 @@ def seeds(mod, design_spaces, postprocs, *, lanes: int) -> list:
     # first: with the same tiles, the one accumulating in the output (its consumers a pass
     # of their own) ran 1.1-5x slower on ResNet-18's 3x3 convs on AVX-512. With AVX2's
     # tiles it was among the fastest on a 7x7 map: there every plan takes every design.
-    tiled = [d for d in design_spaces if _writes_per_tile(d)]
-    others = [d for d in design_spaces if not _writes_per_tile(d)]
-    pairs = ([*product(plans, tiled), *product(plans, others)] if registers(lanes) >= 28
-             else list(product(plans, design_spaces)))
+    if registers(lanes) >= 28:
+        tiled = [d for d in design_spaces if _writes_per_tile(d)]
+        others = [d for d in design_spaces if d not in tiled]
+        pairs = [*product(plans, tiled), *product(plans, others)]
+    else:
+        pairs = list(product(plans, design_spaces))
     out = []
     for plan, design in pairs:
         if len(out) >= MAX_SEEDS:
