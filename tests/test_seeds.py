@@ -65,6 +65,7 @@ def test_pointwise_convs_lead_with_eight_accumulator_tiles(extents, first):
 @pytest.mark.parametrize("k,h,w,stride,block", [
     (3, 7, 7, 1, 8), (1, 6, 10, 1, 8),  # a 1x1 takes the 2x2x2 tile
     (4, 9, 9, 2, 16),  # DQN's second conv on AVX-512: whole rows, a column, three rows
+    (3, 7, 7, 1, 16),  # padding inlined, then at the root
 ])
 def test_seeds_compute_the_convolution(k, h, w, stride, block):
     import tvm
@@ -88,11 +89,19 @@ def test_seeds_compute_the_convolution(k, h, w, stride, block):
                          task_name="conv", num_threads=2)
     scheds = sd.seeds(mod, ctx.generate_design_space(), list(ctx.space_generator.postprocs),
                       lanes=block)
-    assert 0 < len(scheds) <= sd.MAX_SEEDS
+    places = sd.pad_places(block) if pad else (-1,)
+    assert 0 < len(scheds) <= sd.MAX_SEEDS * len(places)
     # With 32 registers, the designs that write each tile out (a write cache) come first.
     per_tile = [any(i.kind.name == "CacheWrite" for i in sch.trace.insts) for sch in scheds]
     if sd.registers(block) >= 28:
         assert per_tile[0] and per_tile == sorted(per_tile, reverse=True)
+    # The padding is placed as PAD_PLACES says: on AVX-512 each tile inlined, then at the
+    # root; on AVX2 at the root.
+    pad_at = [int(sch.trace.decisions[inst]) for sch in scheds
+              if (inst := sd._pad_location(sch.trace)) is not None]
+    assert len(pad_at) == (len(scheds) if pad else 0)
+    if pad:
+        assert pad_at[0] == places[0] and set(pad_at) == set(places)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 3, ih, iw, block)).astype(np.float32)
     wt = rng.standard_normal((4, 3, k, k, block, block)).astype(np.float32)

@@ -21,7 +21,7 @@ block in registers, each (chunk, row) a parallel job, the padding inlined.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import product
 
 # The tiled block of each blocked convolution TOPI emits, with its loops: spatial (n,
@@ -29,7 +29,7 @@ from itertools import product
 BLOCKS = {"conv2d_NCHWc": ("ic", "kh", "kw")}
 DEPTHWISE = "group_conv2d_nchw"  # its loops: n, channel, oh, ow, then ic (1), kh, kw
 BLOCKED_DEPTHWISE = "depthwise_conv2d_NCHWc"  # variants.py's: n, chunk, oh, ow, block, kh, kw
-MAX_SEEDS = 12  # per task: a cold batch is 16
+MAX_SEEDS = 12  # per task and padding place (a cold batch is 16; what it cuts leads the next)
 REGISTERS = 14  # vector accumulators that fit beside a weight and a broadcast (16 regs)
 SMALL_MAP_CHANNELS = 16  # channels a parallel job of a small-map depthwise conv pads
 UNROLL = (1, 2)  # decisions of the unroll categorical: max steps 16 and 64
@@ -43,6 +43,15 @@ UNROLL = (1, 2)  # decisions of the unroll categorical: max steps 16 and 64
 # and a 7x7 map has no such tile (c8 r1 q1: 87 against 157), so those keep the rows.
 POINTWISE_TILES = ((2, 2, 2), (4, 1, 2), (2, 1, 4), (4, 2, 1))
 POINTWISE_SEEDED = 3  # of those that divide the layer, in this order
+# Where a padded blocked conv's seeds compute the padding, per vector lanes of the target:
+# on AVX-512 each tile inlined into the loads first, then the same tile padded at the
+# root. Replayed in one process on this AVX-512 VM, the best inlined seed ran 2-32% faster
+# than the best padded at the root on every 3x3 and 7x7 layer of ResNet-18 and MobileNet
+# (7x7 256->256 stride 2: 0.48 ms against 0.58; MobileNet's first conv 0.101 against
+# 0.116) and ahead of both sessions' tuned bests, while on DCGAN's 2x2 sub-pixel phases
+# the root stayed ahead (4x4 512->256: 0.30 against 0.48). On AVX2 (znver3 code) every
+# inlined seed ran 2-4x slower than the root's; NEON is unmeasured and keeps the root.
+PAD_PLACES = {16: (-2, -1)}
 
 
 @dataclass(frozen=True)
@@ -51,8 +60,9 @@ class Tiling:
 
     tiles: tuple[tuple[int, ...], ...]  # per loop, outermost factor first
     unroll: int
-    # Where the padding is computed: the root (a pass of its own before the conv), or the
-    # candidate location of this index (3: inside the outermost tile level, n0 c0 h0 w0).
+    # Where the padding is computed: the root (a pass of its own before the conv), inlined
+    # into the loads (-2), or the candidate location of this index (3: inside the
+    # outermost tile level, n0 c0 h0 w0).
     pad_at: int = -1
 
 
@@ -221,13 +231,19 @@ def blocked_depthwise_tilings(extents: list[int]) -> list[Tiling]:
 def seeds(mod, design_spaces, postprocs, *, lanes: int) -> list:
     """Post-processed schedules of `mod` with the tilings above, for every design space
     whose trace tiles a block of BLOCKS or a depthwise conv (NCHW or blocked); [] for any
-    other task.
+    other task. A blocked conv's tiles come with each padding place of `pad_places`.
     `lanes`: float32 lanes of the target's vectors (a depthwise conv's rows are tiled by
     them)."""
+    from tvmtui.tuning.search import module_hash
+
     block = _blocked_conv(mod)
+    cap = MAX_SEEDS
     if block is not None:
         name, extents = block
-        plans = tilings(extents)
+        padded = any(_pad_location(d.trace) is not None for d in design_spaces)
+        places = pad_places(lanes) if padded else (-1,)
+        plans = [replace(plan, pad_at=at) for plan in tilings(extents) for at in places]
+        cap = MAX_SEEDS * len(places)
     elif (extents := _block_extents(mod, BLOCKED_DEPTHWISE, 7)) is not None:
         name, plans = BLOCKED_DEPTHWISE, blocked_depthwise_tilings(extents)
     else:
@@ -245,17 +261,22 @@ def seeds(mod, design_spaces, postprocs, *, lanes: int) -> list:
         pairs = [*product(plans, tiled), *product(plans, others)]
     else:
         pairs = list(product(plans, design_spaces))
-    out = []
+    out: dict[str, object] = {}  # by module hash (two designs may schedule alike)
     for plan, design in pairs:
-        if len(out) >= MAX_SEEDS:
+        if len(out) >= cap:
             break
         decisions = _decisions(design.trace, name, plan)
         if decisions is None:
             continue
         sch = replay(mod, design, decisions, postprocs)
         if sch is not None:
-            out.append(sch)
-    return out
+            out.setdefault(module_hash(sch.mod), sch)
+    return list(out.values())
+
+
+def pad_places(lanes: int) -> tuple[int, ...]:
+    """Where a blocked conv's seeds compute its padding, in order (see PAD_PLACES)."""
+    return PAD_PLACES.get(lanes, (-1,))
 
 
 def one_per_design(mod, design_spaces, postprocs) -> list:
@@ -375,6 +396,9 @@ def _decisions(trace, block_name: str, plan: Tiling) -> dict | None:
             loops = {rv: i for i, rv in enumerate(inst.outputs)}
     if len(loops) != len(plan.tiles):
         return None
+    pad = _pad_location(trace)
+    if pad is not None:
+        decisions[pad] = plan.pad_at
     placed = 0
     for inst in trace.insts:
         kind = inst.kind.name
@@ -386,6 +410,16 @@ def _decisions(trace, block_name: str, plan: Tiling) -> dict | None:
             placed += 1
         elif kind == "SampleCategorical":
             decisions[inst] = plan.unroll
-        elif kind == "SampleComputeLocation" and "pad" in blocks.get(inst.inputs[0], "").lower():
-            decisions[inst] = plan.pad_at
     return decisions if placed == len(plan.tiles) else None
+
+
+def _pad_location(trace):
+    """The instruction of `trace` that samples where a padding block is computed, if any."""
+    blocks = {}
+    for inst in trace.insts:
+        kind = inst.kind.name
+        if kind == "GetSBlock":
+            blocks[inst.outputs[0]] = str(inst.attrs[0])
+        elif kind == "SampleComputeLocation" and "pad" in blocks.get(inst.inputs[0], "").lower():
+            return inst
+    return None
