@@ -23,27 +23,52 @@ SHAPES = [  # (n, chunks, oh, ow, lanes, ic, kh, kw): C12, C2, an odd 3x3 map, a
 ]
 
 
+def vregs(block: int) -> int:
+    """Vector registers of the x86 targets these blocks are for: AVX-512's 32, AVX2's 16."""
+    return 32 if block == 16 else 16
+
+
 @pytest.mark.parametrize("extents", SHAPES)
 def test_tilings_split_every_loop_exactly(extents):
-    plans = sd.tilings(extents)
+    plans = sd.tilings(extents, vregs(extents[4]))
     assert plans
     for plan in plans:
         assert [math.prod(t) for t in plan.tiles] == extents
         chunk_reg, rows_reg, row_reg = plan.tiles[1][-1], plan.tiles[2][-1], plan.tiles[3][-1]
-        assert chunk_reg * rows_reg * row_reg <= sd.registers(extents[4])
+        assert chunk_reg * rows_reg * row_reg <= sd.registers(vregs(extents[4]))
         assert plan.tiles[4] == (1, 1, 1, extents[4])  # the channel block: the vector lanes
     assert len(set(plans)) == len(plans)
 
 
 def test_avx512_tiles_use_its_registers_and_keep_short_rows_whole():
     # DQN's 9x9 stride-2 conv: a whole row, a column of 3 rows x 4 blocks, 27 accumulators.
-    plans = sd.tilings([1, 4, 9, 9, 16, 32, 4, 4])
+    plans = sd.tilings([1, 4, 9, 9, 16, 32, 4, 4], 32)
     regs = [(p.tiles[1][-1], p.tiles[2][-1], p.tiles[3][-1]) for p in plans]
     assert (1, 1, 9) in regs and (4, 3, 1) in regs and max(c * r * q for c, r, q in regs) > 14
     assert all(q != 3 for _, _, q in regs)
     # On AVX2 the same layer's row is cut in threes across the blocks that fit 14.
-    avx2 = sd.tilings([1, 8, 9, 9, 8, 32, 4, 4])
+    avx2 = sd.tilings([1, 8, 9, 9, 8, 32, 4, 4], 16)
     assert {(p.tiles[1][-1], p.tiles[3][-1]) for p in avx2} == {(4, 3)}
+
+
+@pytest.mark.parametrize("target,registers", [
+    ({"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon"]}, 32),
+    ({"kind": "llvm", "mtriple": "armv7l-linux-gnueabihf", "mattr": ["+neon"]}, 16),
+    ({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver4"}, 32),
+    ({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "znver3"}, 16),
+    ({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "core2"}, 16),  # SSE: 4 lanes
+])
+def test_four_lane_targets_with_16_registers_keep_14_accumulators(target, registers):
+    import tvm
+
+    from tvmtui.graph.variants import vector_block, vector_registers
+
+    target = tvm.target.Target(target)
+    assert vector_registers(target) == registers
+    lanes = vector_block(target)
+    plans = sd.tilings([1, 16, 14, 14, lanes, 64, 3, 3], vector_registers(target))
+    most = max(p.tiles[1][-1] * p.tiles[2][-1] * p.tiles[3][-1] for p in plans)
+    assert most == (14 if registers == 16 else 28), (lanes, most)
 
 
 @pytest.mark.parametrize("extents,first", [
@@ -53,11 +78,11 @@ def test_avx512_tiles_use_its_registers_and_keep_short_rows_whole():
     ([1, 64, 14, 14, 8, 512, 3, 3], []),  # a 3x3 conv keeps the row tiles
 ])
 def test_pointwise_convs_lead_with_eight_accumulator_tiles(extents, first):
-    plans = sd.tilings(extents)
+    plans = sd.tilings(extents, 16)
     regs = [(p.tiles[1][-1], p.tiles[2][-1], p.tiles[3][-1]) for p in plans]
     assert regs[:len(first)] == first
     assert all(c * r * q == 8 for c, r, q in regs[:len(first)])
-    rows = sd.tilings([*extents[:6], 3, 3])  # the same layer as a 3x3: rows only
+    rows = sd.tilings([*extents[:6], 3, 3], 16)  # the same layer as a 3x3: rows only
     assert plans[len(first):] == [t for t in (sd.Tiling((*p.tiles[:6], *plans[0].tiles[6:]), p.unroll)
                                               for p in rows) if t not in plans[:len(first)]]
 
@@ -88,12 +113,12 @@ def test_seeds_compute_the_convolution(k, h, w, stride, block):
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
                          task_name="conv", num_threads=2)
     scheds = sd.seeds(mod, ctx.generate_design_space(), list(ctx.space_generator.postprocs),
-                      lanes=block)
+                      lanes=block, vregs=vregs(block))
     places = sd.pad_places(block) if pad else (-1,)
     assert 0 < len(scheds) <= sd.MAX_SEEDS * len(places)
     # With 32 registers, the designs that write each tile out (a write cache) come first.
     per_tile = [any(i.kind.name == "CacheWrite" for i in sch.trace.insts) for sch in scheds]
-    if sd.registers(block) >= 28:
+    if sd.registers(vregs(block)) >= 28:
         assert per_tile[0] and per_tile == sorted(per_tile, reverse=True)
     # The padding is placed as PAD_PLACES says: on AVX-512 each tile inlined, then at the
     # root; on AVX2 at the root.
@@ -128,7 +153,7 @@ def test_seeds_compute_the_convolution(k, h, w, stride, block):
         replay = s_tir.Schedule(mod, debug_mask=0)
         s_tir.schedule.Trace(trace.insts, moved).apply_to_schedule(replay, remove_postproc=True)
     if k == 1:  # the first seeds hold 2 channel blocks x 2 rows x 2 columns
-        first = sd.tilings([1, 4, h, w, 8, 24, 1, 1])[0].tiles
+        first = sd.tilings([1, 4, h, w, 8, 24, 1, 1], 16)[0].tiles
         assert (first[1][-1], first[2][-1], first[3][-1]) == (2, 2, 2)
     for sch in scheds:
         lib = tvm.driver.build(sch.mod, target=target)
@@ -199,7 +224,8 @@ def test_depthwise_seeds_compute_the_convolution(c, h, w, stride):
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
                          task_name="dw", num_threads=2)
     designs = ctx.generate_design_space()
-    scheds = sd.seeds(mod, designs, list(ctx.space_generator.postprocs), lanes=8)
+    scheds = sd.seeds(mod, designs, list(ctx.space_generator.postprocs), lanes=8,
+                      vregs=16)
     # Every plan in every design (with and without a write cache).
     plans = sd.depthwise_tilings([1, c, oh, ow, 1, 3, 3], 8)
     assert plans and len(scheds) == len(plans) * len(designs)
@@ -246,7 +272,8 @@ def test_blocked_depthwise_seeds_compute_the_convolution(h, w, stride, reg):
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
                          task_name="dw", num_threads=2)
     designs = ctx.generate_design_space()
-    scheds = sd.seeds(mod, designs, list(ctx.space_generator.postprocs), lanes=8)
+    scheds = sd.seeds(mod, designs, list(ctx.space_generator.postprocs), lanes=8,
+                      vregs=16)
     assert len(scheds) == len(plans) * len(designs)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, 3, h, w, 8)).astype(np.float32)
@@ -269,7 +296,7 @@ def test_no_seeds_for_other_tasks():
 
     a = te.placeholder((16, 16), name="a")
     b = te.compute((16, 16), lambda i, j: a[i, j] * 2.0, name="double")
-    assert sd.seeds(tvm.IRModule({"main": te.create_prim_func([a, b])}), [], [], lanes=8) == []
+    assert sd.seeds(tvm.IRModule({"main": te.create_prim_func([a, b])}), [], [], lanes=8, vregs=16) == []
 
 
 def test_a_blocked_conv_cold_batch_measures_its_seeds(cli, tmp_path):

@@ -111,6 +111,15 @@ def vector_block(target) -> int:
     return 4
 
 
+def vector_registers(target) -> int:
+    """Vector registers of the target: 32 on AArch64 and with AVX-512, 16 otherwise (AVX2,
+    SSE, 32-bit Arm NEON)."""
+    triple = str(target.attrs.get("mtriple", "") or "")
+    if triple.startswith(("aarch64", "arm64")):
+        return 32
+    return 32 if vector_block(target) == 16 else 16
+
+
 def label(variant: str, block: int) -> str:
     return {"nchw": "NCHW", "nchwc": f"NCHW{block}c", "winograd": "Winograd",
             "subpixel": "Sub-pixel"}[variant]

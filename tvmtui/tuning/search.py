@@ -329,7 +329,7 @@ class DedupSearch(PySearchStrategy):
     def _seeds(self) -> list:
         """This task's register-blocked starting points: those a batch had no room for,
         then, the first time it is cold-sampled, all of them."""
-        from tvmtui.graph.variants import vector_block
+        from tvmtui.graph.variants import vector_block, vector_registers
         from tvmtui.tuning.seeds import seeds
 
         pending = self.memory.pending_seeds.pop(self.key, [])
@@ -338,9 +338,10 @@ class DedupSearch(PySearchStrategy):
             return pending
         self.memory.seeded.add(self.key)
         postprocs = list(self.context.space_generator.postprocs)
-        lanes = vector_block(self.context.target)
+        target = self.context.target
         return pending + [self._candidate(sch) for sch in
-                          seeds(self.context.mod, self.design_spaces, postprocs, lanes=lanes)]
+                          seeds(self.context.mod, self.design_spaces, postprocs,
+                                lanes=vector_block(target), vregs=vector_registers(target))]
 
     def notify_runner_results(self, measure_candidates, results) -> None:
         self.active.notify_runner_results(measure_candidates, results)

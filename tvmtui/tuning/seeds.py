@@ -70,15 +70,17 @@ def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def registers(lanes: int) -> int:
-    """Vector accumulators a register tile may hold: AVX2's 16 registers (8 lanes) leave
-    14 beside a weight and a broadcast, AVX-512's and NEON's 32 leave 28."""
-    return 14 if lanes == 8 else 28
+def registers(vregs: int) -> int:
+    """Vector accumulators a register tile may hold with `vregs` vector registers: 16
+    (AVX2, SSE, 32-bit NEON) leave 14 beside a weight and a broadcast, 32 (AVX-512,
+    AArch64) leave 28."""
+    return 28 if vregs >= 32 else REGISTERS
 
 
-def tilings(extents: list[int]) -> list[Tiling]:
-    """Seeds for a blocked conv whose block loops have these extents (see BLOCKS)."""
-    return list(dict.fromkeys(_pointwise_tilings(extents) + _row_tilings(extents)))
+def tilings(extents: list[int], vregs: int) -> list[Tiling]:
+    """Seeds for a blocked conv whose block loops have these extents (see BLOCKS), on a
+    target with `vregs` vector registers."""
+    return list(dict.fromkeys(_pointwise_tilings(extents) + _row_tilings(extents, vregs)))
 
 
 def _reduction(lanes: int, red: list[int]) -> list[tuple[int, ...]]:
@@ -97,16 +99,17 @@ def _pointwise_tilings(extents: list[int]) -> list[Tiling]:
     return [_register_tiling(extents, tile) for tile in fits]
 
 
-def _row_tilings(extents: list[int]) -> list[Tiling]:
+def _row_tilings(extents: list[int], vregs: int) -> list[Tiling]:
     """Register tiles of (channel blocks c, output rows r, output pixels of a row q), each
     row tile a parallel job: the most accumulators up to half the registers, then a
     column of rows across the channel blocks, then the most up to all the registers, then
-    rows of one block (see `_register_tiles`). AVX2 keeps the rows of `_avx2_row_tilings`."""
+    rows of one block (see `_register_tiles`). With 16 registers, the rows of
+    `_avx2_row_tilings`."""
     n, chunks, oh, ow, lanes, *red = extents
-    if registers(lanes) < 28:
+    if registers(vregs) < 28:
         return _avx2_row_tilings(extents)
     return [_register_tiling(extents, tile)
-            for tile in _register_tiles(chunks, oh, ow, registers(lanes))]
+            for tile in _register_tiles(chunks, oh, ow, registers(vregs))]
 
 
 def _register_tiling(extents: list[int], tile: tuple[int, int, int]) -> Tiling:
@@ -228,12 +231,12 @@ def blocked_depthwise_tilings(extents: list[int]) -> list[Tiling]:
             for reg in _row_pixels(ow)[:2]]
 
 
-def seeds(mod, design_spaces, postprocs, *, lanes: int) -> list:
+def seeds(mod, design_spaces, postprocs, *, lanes: int, vregs: int) -> list:
     """Post-processed schedules of `mod` with the tilings above, for every design space
     whose trace tiles a block of BLOCKS or a depthwise conv (NCHW or blocked); [] for any
     other task. A blocked conv's tiles come with each padding place of `pad_places`.
     `lanes`: float32 lanes of the target's vectors (a depthwise conv's rows are tiled by
-    them)."""
+    them); `vregs`: its vector registers (see `registers`)."""
     from tvmtui.tuning.search import module_hash
 
     block = _blocked_conv(mod)
@@ -242,7 +245,8 @@ def seeds(mod, design_spaces, postprocs, *, lanes: int) -> list:
         name, extents = block
         padded = any(_pad_location(d.trace) is not None for d in design_spaces)
         places = pad_places(lanes) if padded else (-1,)
-        plans = [replace(plan, pad_at=at) for plan in tilings(extents) for at in places]
+        plans = [replace(plan, pad_at=at) for plan in tilings(extents, vregs)
+                 for at in places]
         cap = MAX_SEEDS * len(places)
     elif (extents := _block_extents(mod, BLOCKED_DEPTHWISE, 7)) is not None:
         name, plans = BLOCKED_DEPTHWISE, blocked_depthwise_tilings(extents)
@@ -255,7 +259,7 @@ def seeds(mod, design_spaces, postprocs, *, lanes: int) -> list:
     # first: with the same tiles, the one accumulating in the output (its consumers a pass
     # of their own) ran 1.1-5x slower on ResNet-18's 3x3 convs on AVX-512. With AVX2's
     # tiles it was among the fastest on a 7x7 map: there every plan takes every design.
-    if registers(lanes) >= 28:
+    if registers(vregs) >= 28:
         tiled = [d for d in design_spaces if _writes_per_tile(d)]
         others = [d for d in design_spaces if d not in tiled]
         pairs = [*product(plans, tiled), *product(plans, others)]
