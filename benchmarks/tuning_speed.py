@@ -3,8 +3,11 @@
 For one built-in workload and trial budget it measures, for both:
   seconds from start to the first measured trial, trials per minute, the share of time
   lost to builder timeouts, peak memory (RSS of the tuning process and its children),
-  and the best latency reached. Each tool runs --repeats times with different seeds (best
-  latency after a small budget is noisy); the summary row is the median of each column.
+  the best latency reached, and the seconds until it first measured a trial as fast as
+  stock's best of the same seed (time to quality: trials differ in what they cost, a
+  Winograd candidate compiles 3-5x longer than a direct conv's). Each tool runs --repeats
+  times with different seeds (best latency after a small budget is noisy); the summary row
+  is the median of each column.
 Stock runs tune_relax's defaults (search, runner, 64 candidates a round) with one change:
 its LocalBuilder's build function skips `import tvm.s_tir.tensor_intrin`, which each fresh
 builder process pays (35 s here, against its 30 s timeout: as shipped it builds nothing
@@ -98,6 +101,9 @@ def run_tvmtui(workload: str, trials: int, work: Path, seed: int) -> dict:
         # fastest single trial would be one of those).
         "best_ms": rounds[-1]["best_ms"] if rounds else None,
         "confirm_s": events[-1]["t"] - end,
+        # (seconds from start, ms) of each measured trial: see `_reached`.
+        "latencies": [(e["t"] - start, 1000 * sum(e["run_s"]) / len(e["run_s"]))
+                      for e in trials_ev if e.get("run_s")],
     }
 
 
@@ -203,7 +209,16 @@ def run_stock(workload: str, trials: int, work: Path, seed: int, as_shipped: boo
         "build_errors": sum(1 for e in log if e["build_error"]),
         "peak_rss_mb": sampler.peak / 2**20,
         "best_ms": 1000 * min(ok) if ok else None,
+        "latencies": [(e["t"] - start, 1000 * sum(e["run_s"]) / len(e["run_s"]))
+                      for e in log if e["run_s"]],
     }
+
+
+def _reached(latencies: list, ms: float | None) -> float | None:
+    """Seconds from start to the first trial measured at or under `ms`."""
+    if ms is None:
+        return None
+    return next((t for t, latency in latencies if latency <= ms * (1 + 1e-9)), None)
 
 
 def main() -> None:
@@ -255,17 +270,27 @@ def main() -> None:
     runs = []
     with tempfile.TemporaryDirectory(prefix="tvmtui-bench-") as tmp:
         for seed in range(1, args.repeats + 1):
-            runs.append(dict(run_tvmtui(args.workload, args.trials, Path(tmp), seed), seed=seed))
+            ours = dict(run_tvmtui(args.workload, args.trials, Path(tmp), seed), seed=seed)
+            runs.append(ours)
             if not args.skip_stock:
-                runs.append(dict(run_stock(args.workload, args.trials, Path(tmp), seed,
-                                               args.stock_as_shipped), seed=seed))
+                stock = dict(run_stock(args.workload, args.trials, Path(tmp), seed,
+                                       args.stock_as_shipped), seed=seed)
+                runs.append(stock)
+                # Time to quality: seconds until each tool first measured a trial as fast
+                # as the best stock reached with this seed and budget (for stock, when it
+                # measured that best).
+                for run in (ours, stock):
+                    run["to_stock_best_s"] = _reached(run["latencies"], stock["best_ms"])
+            for run in runs:
+                run.pop("latencies", None)
     rows = [*runs, *(_median_row(runs, tool) for tool in dict.fromkeys(r["tool"] for r in runs))]
     cols = ["tool", "seed", "first_trial_s", "trials", "total_s", "trials_per_min", "timeout_share",
-            "build_errors", "peak_rss_mb", "best_ms"]
+            "build_errors", "peak_rss_mb", "best_ms", "to_stock_best_s"]
     print(f"workload {args.workload}, {args.trials} trials, {os.cpu_count()} cores")
     print(" | ".join(cols))
     for r in rows:
-        print(" | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols))
+        print(" | ".join(f"{r[c]:.3f}" if isinstance(r.get(c), float) else str(r.get(c, "-"))
+                         for c in cols))
     result = {"workload": args.workload, "trials": args.trials, "date": time.strftime("%Y-%m-%d"),
               "machine": {"cores": os.cpu_count(), "cpu": _cpu_name()},
               "command": " ".join(["python", "benchmarks/tuning_speed.py", *sys.argv[1:]]),
