@@ -93,12 +93,12 @@ def test_revision_3_sessions_keep_the_nchw_winograd():
 
 def _sampled_and_enumerated(mod, target, samples: int) -> tuple[set[str], set[str]]:
     """Hashes of the distinct schedules among `samples` random ones of `mod`'s design
-    spaces, and of every schedule `seeds.every_schedule` enumerates."""
+    spaces, and of every schedule `schedules.every_schedule` enumerates."""
     from tvm import s_tir
     from tvm.s_tir import meta_schedule as ms
 
+    from tvmtui.tuning.schedules import every_schedule
     from tvmtui.tuning.search import module_hash
-    from tvmtui.tuning.seeds import every_schedule
 
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
                          task_name="w", rand_state=1)

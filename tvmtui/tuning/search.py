@@ -251,9 +251,9 @@ class DedupSearch(PySearchStrategy):
         return None
 
     def _space(self) -> list | None:
-        """A small space's every schedule as candidates (see `seeds.every_schedule`), or
+        """A small space's every schedule as candidates (see `schedules.every_schedule`), or
         None for a space too big or not enumerable: sampled then, as the others."""
-        from tvmtui.tuning.seeds import every_schedule
+        from tvmtui.tuning.schedules import every_schedule
 
         if not self.small_space:
             return None
@@ -310,7 +310,7 @@ class DedupSearch(PySearchStrategy):
 
     def _one_per_design(self) -> list:
         """A small space's first batch starts with a schedule of each design space."""
-        from tvmtui.tuning.seeds import one_per_design
+        from tvmtui.tuning.schedules import one_per_design
 
         if not self.small_space or self.key in self.memory.enumerated:
             return []
