@@ -47,10 +47,10 @@ POINTWISE_TILES = ((2, 2, 2), (4, 1, 2), (2, 1, 4), (4, 2, 1))
 POINTWISE_SEEDED = 3  # of those that divide the layer, in this order
 # Where a padded blocked conv's seeds compute the padding, per vector lanes of the target:
 # on AVX-512 each tile inlined into the loads first, then the same tile padded at the
-# root. Replayed in one process on this AVX-512 VM, the best inlined seed ran 2-32% faster
-# than the best padded at the root on every 3x3 and 7x7 layer of ResNet-18 and MobileNet
-# (7x7 256->256 stride 2: 0.48 ms against 0.58; MobileNet's first conv 0.101 against
-# 0.116) and ahead of both sessions' tuned bests, while on DCGAN's 2x2 sub-pixel phases
+# root. Replayed in one process on this AVX-512 VM, the best inlined seed ran 2-11% faster
+# than the best padded at the root on every 3x3 and 7x7 layer of ResNet-18 (7x7 256->512
+# stride 2: 0.479 ms against 0.537) and 14% on MobileNet's first conv (0.102 against
+# 0.118), ahead of both sessions' tuned bests too, while on DCGAN's 2x2 sub-pixel phases
 # the root stayed ahead (4x4 512->256: 0.30 against 0.48). On AVX2 (znver3 code) every
 # inlined seed ran 2-4x slower than the root's; NEON is unmeasured and keeps the root.
 PAD_PLACES = {16: (-2, -1)}
