@@ -5,7 +5,10 @@ MetaSchedule applies a block's rule by the block's `schedule_rule` annotation
 What a kernel writer would do, with the one choice that matters left to the search:
 
 - input transform (`pack`): one tile and channel block per iteration, the two 1-D passes
-  unrolled over the transformed positions, the channel block's lanes vectorized;
+  unrolled over the transformed positions, the channel block's lanes vectorized, each
+  column of the padded input window computed just before the first pass reads it; a
+  layout transform absorbed into the kernel runs at the root or inlined into the window
+  (two designs, measured against each other);
 - batched GEMM (`gemm`): per transformed position, a register tile of output channel
   blocks x tiles accumulated in vector registers over the input channels. Each register
   tile worth trying is a design space of its own, and the search measures them against
@@ -60,8 +63,49 @@ def _per_iteration(sch, block, iterate, unrolled, lanes):
 def _pack(sch, block):
     eps, nu, tile, chunk, lanes = sch.get_loops(block)
     sch.reorder(tile, chunk, eps, nu, lanes)
-    _per_iteration(sch, block, (tile, chunk), (eps, nu), lanes)
-    return [sch]
+    rows = sch.get_producers(block)[0]
+    window = next((b for b in sch.get_producers(rows)
+                   if sch.get(b).name_hint == "winograd_pad"), None)
+    if window is None:  # rewrite revisions 4-12: each term checks its bounds
+        _per_iteration(sch, block, (tile, chunk), (eps, nu), lanes)
+        return [sch]
+    fused = sch.fuse(tile, chunk)
+    sch.unroll(eps)
+    sch.unroll(nu)
+    sch.vectorize(lanes)
+    # The first 1-D pass column by column, each column's six padded input vectors
+    # computed just before it: LLVM keeps them in registers (the whole 6x6 window
+    # computed first, as a copy, ran C2 3% slower).
+    sch.compute_at(rows, fused, preserve_unit_loops=True)
+    r_eps, r_col, *units, r_lanes = sch.get_loops(rows)[1:]
+    sch.reorder(r_col, r_eps)
+    for loop in (r_col, r_eps, *units):
+        sch.unroll(loop)
+    sch.vectorize(r_lanes)
+    sch.compute_at(window, r_col, preserve_unit_loops=True)
+    *positions, w_lanes = sch.get_loops(window)[2:]
+    for loop in positions:
+        sch.unroll(loop)
+    sch.vectorize(w_lanes)
+    return _window_source(sch, window)
+
+
+def _window_source(sch, window):
+    """Where the window's producer runs, if the kernel has one (a layout transform absorbed
+    into it): at the root, or inlined into the window. Two designs; left to MetaSchedule,
+    its compute location was sampled among ~100 loops."""
+    producers = sch.get_producers(window)
+    if not producers:
+        return [sch]
+    inlined = sch.copy()
+    for producer in producers:
+        sch.annotate(producer, "schedule_rule", "None")
+    try:
+        for producer in inlined.get_producers(window):
+            inlined.compute_inline(producer)
+    except Exception:  # noqa: BLE001 - not injective: the root only
+        return [sch]
+    return [sch, inlined]
 
 
 def _unpack(sch, block):
