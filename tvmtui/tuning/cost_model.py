@@ -29,6 +29,7 @@ class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
 
     def __init__(self, *, on_update=None, on_samples=None, **kwargs) -> None:
         super().__init__(**kwargs)
+        self.extractor = _BatchFeatures(self.extractor)
         self.on_update = on_update
         self.on_samples = on_samples
         self.trainings = 0
@@ -48,11 +49,17 @@ class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
         costs = np.array(
             [np.median([float(s) for s in r.run_secs]) if r.run_secs else np.inf for r in results]
         )
-        predicted = self.score(context, candidates) if before_trained else None
-        size_before, trainings_before = self.data_size, self.trainings
-        start = time.perf_counter()
-        super().update(context, candidates, results)
-        seconds = time.perf_counter() - start
+        # The batch's features, extracted once for the check below and the training
+        # (twice, this took 0.2 s more a round of 16 C12 Winograd candidates).
+        self.extractor.hold(candidates)
+        try:
+            predicted = self.score(context, candidates) if before_trained else None
+            size_before, trainings_before = self.data_size, self.trainings
+            start = time.perf_counter()
+            super().update(context, candidates, results)
+            seconds = time.perf_counter() - start
+        finally:
+            self.extractor.hold(None)
         retrained = self.trainings > trainings_before
         metrics = {
             "samples": int(self.data_size),
@@ -139,3 +146,23 @@ class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
             booster = xgb.Booster()
             booster.load_model(booster_path)
             self.booster = booster
+
+
+class _BatchFeatures:
+    """A feature extractor that, while `hold` names a candidate list, extracts that list's
+    features once and hands the same ones out again."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.held = None  # the candidate list
+        self.features = None
+
+    def hold(self, candidates) -> None:
+        self.held, self.features = candidates, None
+
+    def extract_from(self, context, candidates):
+        if candidates is not self.held:
+            return self.inner.extract_from(context, candidates)
+        if self.features is None:
+            self.features = self.inner.extract_from(context, candidates)
+        return self.features
