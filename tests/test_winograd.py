@@ -13,6 +13,7 @@ from tests.test_variants import NETS, _run_variant, _target, conv_net
 from tvmtui.graph import lowering
 from tvmtui.graph import variants as gv
 from tvmtui.graph.relax_import import load_relax
+from tvmtui.graph.winograd import WINDOW
 from tvmtui.tuning import rules
 
 
@@ -63,7 +64,7 @@ def test_an_absorbed_input_transform_runs_at_the_root_or_inside_the_window():
     task = next(t for t in tasks if t.task_name.startswith("fused_te_layout_transform_conv2d"))
     designs = _every_design_computes_the_layer(tvm, target, task.dispatched[0])
     names = [_blocks(d.mod) for d in designs]
-    assert all("winograd_pad" in n for n in names)
+    assert all(WINDOW in n for n in names)
     inlined = [n for n in names if "te_layout_transform" not in n]
     assert len(designs) % 2 == 0 and len(inlined) == len(designs) // 2
 
@@ -82,8 +83,8 @@ def test_revision_12_sessions_keep_the_bounds_checked_input_transform():
         funcs[revision] = next(t.dispatched[0] for t in lowering.extract_tasks(mod, target, revision)
                                if "winograd" in t.task_name)
     names = {r: _blocks(f) for r, f in funcs.items()}
-    assert "winograd_pad" in names[13] and "winograd_pad" not in names[12]
-    assert names[12] | {"winograd_pad"} == names[13]
+    assert WINDOW in names[13] and WINDOW not in names[12]
+    assert names[12] | {WINDOW} == names[13]
     assert structural_hash(funcs[12]) != structural_hash(funcs[13])
     # A revision-12 session still tunes: its pack rule schedules the old input transform.
     tvm = _target()[0]

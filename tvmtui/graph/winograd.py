@@ -31,6 +31,7 @@ MIN_CHANNELS = 16  # below this the transforms cost more than they save
 RULE_PACK, RULE_GEMM, RULE_UNPACK, RULE_OUTPUT = (
     "tvmtui_winograd_pack", "tvmtui_winograd_gemm", "tvmtui_winograd_unpack",
     "tvmtui_winograd_output")
+WINDOW = "winograd_pad"  # the zero-padded input the pack rule places (revision 13 on)
 
 
 @functools.cache
@@ -146,7 +147,7 @@ def conv2d_winograd_nchwc(data, kernel, padding, tile: int, out_dtype: str = "fl
     """3x3 stride-1 convolution of NCHW[ib]c `data` as Winograd F(tile, 3), output
     NCHW[ob]c; `kernel` is `blocked_weight`'s (alpha, alpha, CO/ob, CI/ib, ib, ob).
     `window` (rewrite revision 13 on): the input transform reads a zero-padded copy of
-    the input (`winograd_pad`, which the pack rule computes a column of a tile at a time);
+    the input (`WINDOW`, which the pack rule computes a column of a tile at a time);
     without it every term of the transform checks its own bounds."""
     from tvm import te, tirx
 
@@ -168,7 +169,7 @@ def conv2d_winograd_nchwc(data, kernel, padding, tile: int, out_dtype: str = "fl
 
     if window:
         padded = te.compute((n, chunks, nh * tile + 2, nw * tile + 2, ib), guarded,
-                            name="winograd_pad", attrs={"schedule_rule": "None"})
+                            name=WINDOW, attrs={"schedule_rule": "None"})
 
         def load(*index):
             return padded[index]

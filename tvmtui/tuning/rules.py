@@ -23,7 +23,7 @@ The postprocessors then parallelize the outer loops (as for any block).
 
 from __future__ import annotations
 
-from tvmtui.graph.winograd import RULE_GEMM, RULE_OUTPUT, RULE_PACK, RULE_UNPACK
+from tvmtui.graph.winograd import RULE_GEMM, RULE_OUTPUT, RULE_PACK, RULE_UNPACK, WINDOW
 
 MAX_CHANNEL_BLOCKS = 4  # output channel blocks in the register tile
 MAX_TILES = 8  # Winograd tiles in the register tile
@@ -65,7 +65,7 @@ def _pack(sch, block):
     sch.reorder(tile, chunk, eps, nu, lanes)
     rows = sch.get_producers(block)[0]
     window = next((b for b in sch.get_producers(rows)
-                   if sch.get(b).name_hint == "winograd_pad"), None)
+                   if sch.get(b).name_hint == WINDOW), None)
     if window is None:  # rewrite revisions 4-12: each term checks its bounds
         _per_iteration(sch, block, (tile, chunk), (eps, nu), lanes)
         return [sch]
@@ -73,9 +73,9 @@ def _pack(sch, block):
     sch.unroll(eps)
     sch.unroll(nu)
     sch.vectorize(lanes)
-    # The first 1-D pass column by column, each column's six padded input vectors
-    # computed just before it: LLVM keeps them in registers (the whole 6x6 window
-    # computed first, as a copy, ran C2 3% slower).
+    # The first 1-D pass column by column, each column's alpha padded input vectors
+    # computed just before it: LLVM keeps them in registers (the whole alpha x alpha
+    # window computed first, as a copy, ran C2 3% slower).
     sch.compute_at(rows, fused, preserve_unit_loops=True)
     r_eps, r_col, *units, r_lanes = sch.get_loops(rows)[1:]
     sch.reorder(r_col, r_eps)
