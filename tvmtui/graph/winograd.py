@@ -58,9 +58,9 @@ def winograd_weight(weight: np.ndarray, tile: int) -> np.ndarray:
     return (np.kron(g, g) @ flat).reshape(alpha, alpha, cin, cout).astype(np.float32)
 
 
-def blocked_weight(weight: np.ndarray, tile: int, in_block: int, out_block: int) -> np.ndarray:
-    """OIHW 3x3 weights -> the blocked GEMM's (alpha, alpha, CO/ob, CI/ib, ib, ob)."""
-    u = winograd_weight(weight, tile)
+def blocked_weight(u: np.ndarray, in_block: int, out_block: int) -> np.ndarray:
+    """`winograd_weight`'s (alpha, alpha, CI, CO) -> the blocked GEMM's
+    (alpha, alpha, CO/ob, CI/ib, ib, ob)."""
     alpha, _, cin, cout = u.shape
     u = u.reshape(alpha, alpha, cin // in_block, in_block, cout // out_block, out_block)
     return np.ascontiguousarray(u.transpose(0, 1, 4, 2, 3, 5))
@@ -74,9 +74,10 @@ def unblock_weight(packed: np.ndarray) -> np.ndarray:
 
 
 def winograd_error(weight: np.ndarray, hw: tuple[int, int], pads: list[int], tile: int,
-                   seed: int = 0) -> float:
+                   seed: int = 0, u: np.ndarray | None = None) -> float:
     """Largest error of F(tile,3) in float32 against float64 direct on one random frame,
-    measured as the parity gate does: |a - b| / max(|b|, 1)."""
+    measured as the parity gate does: |a - b| / max(|b|, 1); `u`: the layer's
+    `winograd_weight` for `tile`, if already made."""
     cout, cin, _, _ = weight.shape
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((cin, *hw)).astype(np.float32)
@@ -94,7 +95,9 @@ def winograd_error(weight: np.ndarray, hw: tuple[int, int], pads: list[int], til
     tiles = np.stack([np.stack([xt[:, i * tile:i * tile + alpha, j * tile:j * tile + alpha]
                                 for j in range(nw)], 1) for i in range(nh)], 1)
     v = np.einsum("ae,cijab,bn->enijc", b, tiles, b, optimize=True)  # data pack
-    m = np.einsum("enijc,enco->enijo", v, winograd_weight(weight, tile), optimize=True)  # GEMM
+    if u is None:
+        u = winograd_weight(weight, tile)
+    m = np.einsum("enijc,enco->enijo", v, u, optimize=True)  # GEMM
     y = np.einsum("ea,enijo,nb->oiajb", a, m, a, optimize=True)
     y = y.reshape(cout, nh * tile, nw * tile)
     y = y[:, :oh, :ow].astype(np.float64)
@@ -102,14 +105,17 @@ def winograd_error(weight: np.ndarray, hw: tuple[int, int], pads: list[int], til
 
 
 def pick_tile(weight: np.ndarray, hw: tuple[int, int], pads: list[int], tolerance: float,
-              notes: list[str]) -> int | None:
+              notes: list[str]) -> tuple[int, np.ndarray] | None:
     """F(4,3), else F(2,3), whichever first stays within half the parity tolerance on this
-    layer; None (the layer stays direct) when neither does. Says why in `notes`."""
+    layer, with the weights it transformed for it (`winograd_weight`: checked and packed
+    from one transform, which took 0.1-0.3 s for a 512x512 layer); None (the layer stays
+    direct) when neither does. Says why in `notes`."""
     cout, cin = weight.shape[:2]
     for tile in (4, 2):
-        err = winograd_error(weight, hw, pads, tile)
+        u = winograd_weight(weight, tile)
+        err = winograd_error(weight, hw, pads, tile, u=u)
         if err <= tolerance / 2:
-            return tile
+            return tile, u
         notes.append(
             f"conv {cin}->{cout} {hw[0]}x{hw[1]}: F({tile},3) error {err:.1e} exceeds half the "
             f"{tolerance:g} parity tolerance" + ("; trying F(2,3)" if tile == 4 else
@@ -245,11 +251,12 @@ def blocked_legalizer(plan, tolerance: float, fallback, window: bool = True):
             return fallback(bb, call)
         pads = [int(p) for p in a.padding]
         pads = pads * 2 if len(pads) == 2 else pads
-        tile = pick_tile(oihw, tuple(data_shape[2:4]), pads, tolerance, plan.notes)
-        if tile is None:
+        picked = pick_tile(oihw, tuple(data_shape[2:4]), pads, tolerance, plan.notes)
+        if picked is None:
             return fallback(bb, call)
+        tile, u = picked
         plan.rewritten += 1
-        kernel = blocked_weight(oihw, tile, w_shape[4], w_shape[5])
+        kernel = blocked_weight(u, w_shape[4], w_shape[5])
         return bb.call_te(conv2d_winograd_nchwc, call.args[0], relax.const(kernel), pads, tile,
                           "float32", window, primfunc_name_hint=f"conv2d_winograd{tile}_NCHWc")
 
@@ -291,16 +298,17 @@ def nchw_legalizer(plan, tolerance: float, conv_info):
         pads = pads * 2 if len(pads) == 2 else pads
         out_hw = (h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2)
         w_np = weight.value.numpy()
-        tile = pick_tile(w_np, (h, w), pads, tolerance, plan.notes)
-        if tile is None:
+        picked = pick_tile(w_np, (h, w), pads, tolerance, plan.notes)
+        if picked is None:
             return _nn_conv2d(bb, call)
+        tile, u = picked
         # Pad bottom/right to whole tiles so TOPI never reads past its padded input.
         extra_h = -(-out_hw[0] // tile) * tile - out_hw[0]
         extra_w = -(-out_hw[1] // tile) * tile - out_hw[1]
         padding = (pads[0], pads[1], pads[2] + extra_h, pads[3] + extra_w)
         plan.rewritten += 1
         return bb.call_te(
-            _winograd_nchw_te, call.args[0], relax.const(winograd_weight(w_np, tile)), padding,
+            _winograd_nchw_te, call.args[0], relax.const(u), padding,
             out_hw, tile, a.out_dtype or "float32", primfunc_name_hint=f"conv2d_winograd{tile}",
         )
 
