@@ -75,7 +75,7 @@ def _pack(sch, block):
     sch.vectorize(lanes)
     # The first 1-D pass column by column, each column's alpha padded input vectors
     # computed just before it: LLVM keeps them in registers (the whole alpha x alpha
-    # window computed first, as a copy, ran C2 3% slower).
+    # window computed first, as a copy, ran C2 1-3% slower).
     sch.compute_at(rows, fused, preserve_unit_loops=True)
     r_eps, r_col, *units, r_lanes = sch.get_loops(rows)[1:]
     sch.reorder(r_col, r_eps)
