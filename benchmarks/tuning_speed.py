@@ -5,7 +5,8 @@ For one built-in workload and trial budget it measures, for both:
   lost to builder timeouts, peak memory (RSS of the tuning process and its children),
   the best latency reached, and the seconds until it first measured a trial as fast as
   stock's best of the same seed (time to quality: trials differ in what they cost, a
-  Winograd candidate compiles 3-5x longer than a direct conv's). Each tool runs --repeats
+  Winograd candidate compiled 3-5x longer than a direct conv's before rewrite revision 13,
+  1.5-3x since). Each tool runs --repeats
   times with different seeds (best latency after a small budget is noisy); the summary row
   is the median of each column.
 Stock runs tune_relax's defaults (search, runner, 64 candidates a round) with one change:

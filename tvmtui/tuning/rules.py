@@ -44,10 +44,13 @@ def register() -> None:
     _registered = True
 
 
-def _per_iteration(sch, block, iterate, unrolled, lanes):
+def _per_iteration(sch, block, iterate, unrolled, lanes, window=None):
     """A transform stage: `iterate` fused into one loop, `unrolled` unrolled, `lanes`
     vectorized; its producer (the first 1-D pass, 'None'-ruled) computed per iteration,
-    unrolled and vectorized alike."""
+    unrolled and vectorized alike. With the input's padded `window` (the pack, from
+    revision 13), that pass goes column by column, each column's alpha window vectors
+    computed just before it: LLVM keeps them in registers (the whole alpha x alpha window
+    computed first, as a copy, ran C2 1-3% slower)."""
     fused = sch.fuse(*iterate)
     for loop in unrolled:
         sch.unroll(loop)
@@ -55,39 +58,29 @@ def _per_iteration(sch, block, iterate, unrolled, lanes):
     producer = sch.get_producers(block)[0]
     sch.compute_at(producer, fused, preserve_unit_loops=True)
     *positions, inner_lanes = sch.get_loops(producer)[1:]
+    if window is not None:
+        sch.reorder(positions[1], positions[0])  # (column, position) from (position, column)
+        positions[:2] = positions[1], positions[0]
     for loop in positions:
         sch.unroll(loop)
     sch.vectorize(inner_lanes)
+    if window is not None:
+        sch.compute_at(window, positions[0], preserve_unit_loops=True)
+        *window_positions, window_lanes = sch.get_loops(window)[2:]
+        for loop in window_positions:
+            sch.unroll(loop)
+        sch.vectorize(window_lanes)
 
 
 def _pack(sch, block):
     eps, nu, tile, chunk, lanes = sch.get_loops(block)
     sch.reorder(tile, chunk, eps, nu, lanes)
     rows = sch.get_producers(block)[0]
+    # Rewrite revisions 4-12 have no window: each term of the pass checks its bounds.
     window = next((b for b in sch.get_producers(rows)
                    if sch.get(b).name_hint == WINDOW), None)
-    if window is None:  # rewrite revisions 4-12: each term checks its bounds
-        _per_iteration(sch, block, (tile, chunk), (eps, nu), lanes)
-        return [sch]
-    fused = sch.fuse(tile, chunk)
-    sch.unroll(eps)
-    sch.unroll(nu)
-    sch.vectorize(lanes)
-    # The first 1-D pass column by column, each column's alpha padded input vectors
-    # computed just before it: LLVM keeps them in registers (the whole alpha x alpha
-    # window computed first, as a copy, ran C2 1-3% slower).
-    sch.compute_at(rows, fused, preserve_unit_loops=True)
-    r_eps, r_col, *units, r_lanes = sch.get_loops(rows)[1:]
-    sch.reorder(r_col, r_eps)
-    for loop in (r_col, r_eps, *units):
-        sch.unroll(loop)
-    sch.vectorize(r_lanes)
-    sch.compute_at(window, r_col, preserve_unit_loops=True)
-    *positions, w_lanes = sch.get_loops(window)[2:]
-    for loop in positions:
-        sch.unroll(loop)
-    sch.vectorize(w_lanes)
-    return _window_source(sch, window)
+    _per_iteration(sch, block, (tile, chunk), (eps, nu), lanes, window)
+    return [sch] if window is None else _window_source(sch, window)
 
 
 def _window_source(sch, window):
