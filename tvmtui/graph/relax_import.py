@@ -12,9 +12,17 @@ _ONNX_IMPORT = threading.Lock()  # the converter table is swapped during an impo
 def model_to_relax(fmt: str, model_bytes: bytes, input_shapes: dict[str, list[int]],
                    revision: int = REWRITE_REVISION):
     """A session's model (ONNX or TFLite bytes) -> Relax IRModule in inference form;
-    `revision` as in `variants.REWRITE_REVISION` (from 2, clips are Relax max/min)."""
+    `revision` as in `variants.REWRITE_REVISION` (from 2, clips are Relax max/min; from 14,
+    quantized TFLite layers compute in integers, `integer.py`, and the module's attribute
+    `INTEGER_ATTR` says which)."""
     if fmt == "tflite":
         mod = tflite_to_relax(model_bytes, input_shapes)
+        if revision >= 14:
+            from tvmtui.graph.integer import INTEGER_ATTR, lower_integer
+
+            mod, plan = lower_integer(mod)
+            if plan.count() or plan.left:
+                mod = mod.with_attr(INTEGER_ATTR, plan.to_text())
         return clip_as_max_min(mod) if revision >= 2 else mod
     return onnx_to_relax(model_bytes, input_shapes, revision)
 
@@ -113,6 +121,12 @@ def _tflite_converter():
     from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
 
     class Converter(OperatorConverter):
+        # Stock refuses int8 PAD and TRANSPOSE although its converters are right for them
+        # (PAD pads with the input's zero point; TRANSPOSE moves integers): the TFLite
+        # converter writes both into int8 MobileNets.
+        _SUPPORTED_QUANTIZED_OPS = OperatorConverter._SUPPORTED_QUANTIZED_OPS | {
+            "PAD", "PADV2", "TRANSPOSE"}
+
         def get_expr(self, input_tensor_idx):
             # Stock BATCH_MATMUL (and others) look a constant operand up as a computed
             # value (KeyError): make the constant instead.

@@ -62,8 +62,11 @@ DEFAULT = "nchw"
 # (`tasks.extract_variant_tasks`). 13: the blocked Winograd's input transform reads a
 # zero-padded window of the input (`winograd.conv2d_winograd_nchwc`) instead of checking
 # the bounds of each of its terms: TVM's TIR passes spent 0.4 s of every candidate's build
-# on those checks (C12's candidates now compile in 0.3-0.5 s, against 0.6-1.5).
-REWRITE_REVISION = 13
+# on those checks (C12's candidates now compile in 0.3-0.5 s, against 0.6-1.5). 14: quantized
+# TFLite layers compute in integers, requantized in fixed point as TFLite's reference
+# kernels do (`integer.py`), not in float between a dequantize and a quantize (float
+# graphs are unchanged: their keys are revision 13's).
+REWRITE_REVISION = 14
 
 
 def session_revision(meta: dict) -> int:

@@ -1,6 +1,8 @@
 """Post-training int8 quantization of a float TFLite model written by `TfliteNet`.
 
-What TFLite's converter does for full-integer models with float I/O: activation ranges
+What TFLite's converter does for full-integer models with float I/O: BatchNorm's MUL + ADD
+folded into the convolution before them and a RELU / RELU6 fused into the CONV_2D,
+DEPTHWISE_CONV_2D, FULLY_CONNECTED or ADD before it (`fuse_like_converter`); activation ranges
 calibrated by running the float model on frames, asymmetric int8 activations, symmetric
 per-channel int8 weights for CONV_2D / DEPTHWISE_CONV_2D, per-tensor for FULLY_CONNECTED,
 int32 biases at input scale x weight scale, a QUANTIZE after the input and a DEQUANTIZE
@@ -15,9 +17,77 @@ import numpy as np
 from tvmtui.workloads.tflite_writer import opcode_index, pack_model
 
 _SAME_PARAMS = {"RESHAPE", "TRANSPOSE", "PAD", "MAX_POOL_2D"}
-# Left in float between a DEQUANTIZE and a QUANTIZE: TVM 0.27 has no int8 TRANSPOSE or PAD.
-_FLOAT_OPS = {"TRANSPOSE", "PAD"}
+# Left in float between a DEQUANTIZE and a QUANTIZE (none now: the converter writes int8
+# TRANSPOSE and PAD, and TVM imports them).
+_FLOAT_OPS: set[str] = set()
 _WEIGHTED = {"CONV_2D": 0, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": None}  # channel axis
+_FUSES = {"RELU": 1, "RELU6": 3}  # activation operator -> ActivationFunctionType
+_FUSE_INTO = {"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD"}
+
+
+def fuse_like_converter(model_bytes: bytes) -> bytes:
+    """The float model as TFLite's converter would write it: a per-channel MUL and ADD after
+    a convolution (BatchNorm) folded into its weights and bias, and an activation after a
+    layer that can fuse one set as that layer's fused activation. A layer is folded into
+    only when its output has no other reader."""
+    from ai_edge_litert import schema_py_generated as S
+
+    model = S.ModelT.InitFromPackedBuf(model_bytes, 0)
+    g = model.subgraphs[0]
+    names = {v: k for k, v in vars(S.BuiltinOperator).items() if not k.startswith("_")}
+    readers: dict[int, int] = {}
+    for op in g.operators:
+        for t in op.inputs:
+            readers[t] = readers.get(t, 0) + 1
+    for t in g.outputs:
+        readers[t] = readers.get(t, 0) + 1
+
+    def const(t: int) -> np.ndarray | None:
+        tensor = g.tensors[t]
+        data = model.buffers[tensor.buffer].data if tensor.buffer else None
+        if data is None or tensor.type != S.TensorType.FLOAT32:
+            return None
+        return np.frombuffer(bytes(bytearray(data)), np.float32).reshape(list(tensor.shape))
+
+    def put(t: int, array: np.ndarray) -> None:
+        model.buffers[g.tensors[t].buffer].data = np.frombuffer(
+            np.ascontiguousarray(array, np.float32).tobytes(), np.uint8)
+
+    producer: dict[int, object] = {}
+    kept = []
+    for op in g.operators:
+        name = names[model.operatorCodes[op.opcodeIndex].builtinCode]
+        src = producer.get(op.inputs[0])
+        src_name = src and names[model.operatorCodes[src.opcodeIndex].builtinCode]
+        alone = src is not None and readers.get(op.inputs[0]) == 1
+        fused = getattr(getattr(src, "builtinOptions", None), "fusedActivationFunction", 0)
+        if alone and not fused and name in ("MUL", "ADD") and \
+                src_name in ("CONV_2D", "DEPTHWISE_CONV_2D") and len(op.inputs) == 2:
+            value, weight, bias = const(op.inputs[1]), const(src.inputs[1]), const(src.inputs[2])
+            channels = g.tensors[src.outputs[0]].shape[-1]
+            if value is not None and weight is not None and bias is not None and \
+                    value.size == channels:
+                if name == "MUL":
+                    axis = 0 if src_name == "CONV_2D" else 3
+                    shape = [-1 if d == axis else 1 for d in range(weight.ndim)]
+                    put(src.inputs[1], weight * value.reshape(shape))
+                    put(src.inputs[2], bias * value.reshape(-1))
+                else:
+                    put(src.inputs[2], bias + value.reshape(-1))
+                src.outputs = list(op.outputs)
+                producer[op.outputs[0]] = src
+                continue
+        if alone and not fused and name in _FUSES and src_name in _FUSE_INTO and \
+                src.builtinOptions is not None:
+            src.builtinOptions.fusedActivationFunction = _FUSES[name]
+            src.outputs = list(op.outputs)
+            producer[op.outputs[0]] = src
+            continue
+        kept.append(op)
+        for t in op.outputs:
+            producer[t] = op
+    g.operators = kept
+    return pack_model(model, len(model_bytes) + 1024)
 
 
 def _ranges(model_bytes: bytes, frames: list[np.ndarray]) -> dict[int, tuple[float, float]]:
@@ -56,10 +126,12 @@ def _asymmetric(lo: float, hi: float) -> tuple[float, int]:
     return scale, int(np.clip(round(-128 - lo / scale), -128, 127))
 
 
-def quantize_tflite(model_bytes: bytes, frames: list[np.ndarray]) -> bytes:
-    """The int8 model (see the module's docstring); `frames` are NHWC float inputs."""
+def quantize_tflite(model_bytes: bytes, frames: list[np.ndarray], per_channel: bool = True) -> bytes:
+    """The int8 model (see the module's docstring); `frames` are NHWC float inputs;
+    `per_channel=False`: one weight scale per layer (TFLite's older per-tensor scheme)."""
     from ai_edge_litert import schema_py_generated as S
 
+    model_bytes = fuse_like_converter(model_bytes)
     ranges = _ranges(model_bytes, frames)
     model = S.ModelT.InitFromPackedBuf(model_bytes, 0)
     g = model.subgraphs[0]
@@ -118,7 +190,7 @@ def quantize_tflite(model_bytes: bytes, frames: list[np.ndarray]) -> bytes:
         ops.append(op)
         if name in _WEIGHTED:
             w, b = op.inputs[1], op.inputs[2] if len(op.inputs) > 2 else -1
-            axis = _WEIGHTED[name]
+            axis = _WEIGHTED[name] if per_channel else None
             wv = value(w)
             if axis is None:
                 sw = np.full(1, max(float(np.abs(wv).max()) / 127.0, 1e-8))

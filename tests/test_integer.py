@@ -1,0 +1,198 @@
+"""Integer lowering of quantized TFLite models (`graph/integer.py`): every lowered layer
+checked against LiteRT's reference kernels, in quantization steps, on small odd shapes."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from tvmtui.graph import variants as gv
+from tvmtui.graph.integer import IntegerPlan, mbqm_reference, quantize_multiplier
+from tvmtui.graph.relax_import import load_relax
+from tvmtui.workloads import nets
+from tvmtui.workloads.quantize import quantize_tflite
+from tvmtui.workloads.tflite_writer import TfliteNet
+
+
+def _target():
+    from tvmtui.devices.local import local_cpu_target
+    from tvmtui.tuning.tvm_env import import_tvm
+
+    tvm = import_tvm(local_cpu_target())
+    return tvm, tvm.target.Target(local_cpu_target())
+
+
+def _int8(layers, shape, per_channel=True) -> bytes:
+    """A float TfliteNet built by `layers(net, rng)` on an NCHW `shape`, quantized."""
+    n, c, h, w = shape
+    net = TfliteNet("t", list(shape))
+    out = layers(net, np.random.default_rng(0))
+    frames = [np.random.default_rng(i).standard_normal((n, h, w, c)).astype(np.float32)
+              for i in range(8)]
+    return quantize_tflite(net.finish(out), frames, per_channel=per_channel)
+
+
+def _reference(model: bytes):
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        it = Interpreter(model_content=model,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    return it
+
+
+def _steps(model: bytes, variant: str = "nchw", frames: int = 12) -> tuple[int, IntegerPlan]:
+    """The largest difference, in output quantization steps, between tuned-graph TVM
+    (untuned build of the same graph) and LiteRT's reference kernels."""
+    tvm, target = _target()
+    from tvm import relax
+
+    it = _reference(model)
+    inp, out = it.get_input_details()[0], it.get_output_details()[0]
+    base = load_relax("tflite", model, {inp["name"]: [int(d) for d in inp["shape"]]})
+    plan = IntegerPlan.of(base)
+    mod, _ = gv.prepare(base, target, variant)
+    vm = relax.VirtualMachine(relax.build(mod, target=target), tvm.cpu())
+    step = _output_step(it)
+    worst = 0
+    for i in range(frames):
+        x = np.random.default_rng(100 + i).standard_normal(inp["shape"]).astype(np.float32)
+        got = vm["main"](tvm.runtime.tensor(x)).numpy()
+        it.set_tensor(inp["index"], x)
+        it.invoke()
+        want = it.get_tensor(out["index"])
+        worst = max(worst, int(np.rint(np.abs(got - want).max() / step)))
+    return worst, plan
+
+
+def _output_step(it) -> float:
+    """The scale of the int8 tensor the final DEQUANTIZE reads."""
+    out = it.get_output_details()[0]
+    ints = [d for d in it.get_tensor_details() if d["dtype"] == np.int8 and
+            d["shape"].tolist() == out["shape"].tolist()]
+    return float(ints[-1]["quantization"][0])
+
+
+def _conv(cin, cout, k, stride, pad, act=None, bn=False, groups=1):
+    def layers(net, rng):
+        w = nets._he(rng, (cout, cin // groups, k, k), (cin // groups) * k * k)
+        b = None if bn else (0.1 * rng.standard_normal(cout)).astype(np.float32)
+        y = net.conv("input", w, b, stride, pad, groups=groups)
+        y = nets._bn(net, y, rng, cout) if bn else y
+        return getattr(net, act)(y) if act else y
+    return layers
+
+
+def _residual(net, rng):
+    x = nets._conv_bn_relu(net, "input", rng, 6, 12, 3, 1, 1)
+    y = nets._conv_bn_relu(net, x, rng, 12, 12, 3, 1, 1, relu=False)
+    return net.relu(net.add(y, x))
+
+
+def _head(net, rng):
+    x = nets._conv_bn_relu(net, "input", rng, 6, 20, 1, 1, 0)
+    return net.dense(net.global_avg_pool(x), nets._he(rng, (7, 20), 20),
+                     (0.1 * rng.standard_normal(7)).astype(np.float32))
+
+
+# Channel counts that are no multiple of 4 or 16, odd maps, strides, paddings, fused and
+# folded activations; every activation has its own zero point (calibrated, asymmetric).
+CASES = {
+    "conv3x3-5to7-relu6": (_conv(5, 7, 3, 1, 1, "relu6"), (1, 5, 9, 11)),
+    "conv3x3s2-3to13-bn-relu": (_conv(3, 13, 3, 2, 1, "relu", bn=True), (1, 3, 15, 13)),
+    "conv1x1-12to20": (_conv(12, 20, 1, 1, 0), (1, 12, 7, 5)),
+    "depthwise3x3-7": (_conv(7, 7, 3, 1, 1, "relu6", bn=True, groups=7), (1, 7, 9, 9)),
+    "depthwise3x3s2-12": (_conv(12, 12, 3, 2, 1, groups=12), (1, 12, 11, 10)),
+    "residual-add-relu": (_residual, (1, 6, 9, 7)),
+    "mean-fully-connected": (_head, (1, 6, 5, 9)),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_lowered_layers_match_litert_reference_kernels(case):
+    layers, shape = CASES[case]
+    steps, plan = _steps(_int8(layers, shape))
+    assert plan is not None and not plan.left, plan.summary()
+    assert steps == 0
+
+
+def test_per_tensor_weights_and_blocked_layout_match_too():
+    model = _int8(_residual, (1, 6, 9, 7), per_channel=False)
+    steps, plan = _steps(model, variant="nchwc")
+    assert plan.lowered["conv2d"] == 2 and plan.lowered["add"] == 1
+    assert steps == 0
+
+
+def test_an_operator_it_does_not_lower_stays_float_and_is_named():
+    def layers(net, rng):  # a BatchNorm after the pooling: its MUL folds into nothing
+        x = net.global_avg_pool(nets._conv_bn_relu(net, "input", rng, 4, 8, 3, 1, 1))
+        return nets._bn(net, x, rng, 8)
+
+    model = _int8(layers, (1, 4, 6, 6))
+    tvm, target = _target()
+    it = _reference(model)
+    inp = it.get_input_details()[0]
+    plan = IntegerPlan.of(load_relax("tflite", model, {inp["name"]: list(inp["shape"])}))
+    assert plan.left == {"relax.multiply": 1}
+    assert plan.lowered["conv2d"] == 1 and plan.lowered["add"] == 1
+    assert "left in float: 1 multiply" in plan.summary()
+
+
+def test_float_models_are_untouched():
+    net = TfliteNet("t", [1, 4, 6, 6])
+    model = net.finish(_conv(4, 8, 3, 1, 1, "relu")(net, np.random.default_rng(0)))
+    base = load_relax("tflite", model, {"input": [1, 6, 6, 4]})
+    assert IntegerPlan.of(base) is None
+    again = load_relax("tflite", model, {"input": [1, 6, 6, 4]}, revision=13)
+    assert base.script() == again.script()
+
+
+def test_zoo_int8_twin_is_exact_against_the_reference_kernels():
+    from tvmtui.workloads.int8 import twin_file
+
+    steps, plan = _steps(twin_file("dqn-int8").read_bytes(), frames=10)
+    assert plan.lowered == {"conv2d": 3, "fully_connected": 2, "quantize": 1}
+    assert steps == 0
+
+
+def test_requantize_in_relax_computes_tflite_arithmetic_at_the_edges():
+    tvm, target = _target()
+    from tvm import relax
+
+    from tvmtui.graph.integer import _Emitter
+
+    rng = np.random.default_rng(3)
+    x = np.concatenate([
+        np.array([0, 1, -1, 2**31 - 1, -2**31 + 1, 2**20, -2**20, 12345, -12345]),
+        rng.integers(-2**24, 2**24, 300)]).astype(np.int32)
+    # per-channel multipliers from real scales, shifts right and left
+    real = np.array([0.0003, 0.7, 0.49999, 1.5, 3.9e-6, 0.25])
+    multiplier, shift = quantize_multiplier(real)
+    cols = len(real)
+    data = np.resize(x, (len(x) // cols + 1) * cols).reshape(-1, cols)
+    for single in (False, True):
+        bb = relax.BlockBuilder()
+        arg = relax.Var("x", relax.TensorType(list(data.shape), "int32"))
+        with bb.function("main", [arg]):
+            with bb.dataflow():
+                out = _Emitter(bb).requantize(arg, multiplier, shift, 3, -2**31, 2**31 - 1,
+                                              "int32", single=single)
+                gv_ = bb.emit_output(out)
+            bb.emit_func_output(gv_)
+        vm = relax.VirtualMachine(relax.build(bb.get(), target=target), tvm.cpu())
+        got = vm["main"](tvm.runtime.tensor(data)).numpy()
+        want = np.clip(mbqm_reference(data, multiplier, shift, single=single) + 3,
+                       -2**31, 2**31 - 1)
+        assert np.array_equal(got, want)
+
+
+def test_quantize_multiplier_is_tflites():
+    m, s = quantize_multiplier([0.5, 0.75, 1.0, 2.0**-40, 0.0, 1 - 2**-40])
+    assert m.tolist()[:3] == [2**30, 3 * 2**29, 2**30]
+    assert s.tolist()[:3] == [0, 0, 1]
+    assert (m[3], s[3]) == (0, 0) and (m[4], s[4]) == (0, 0)
+    assert (m[5], s[5]) == (2**30, 1)  # rounds up to 2^31: halved, one more shift
