@@ -196,3 +196,111 @@ def test_quantize_multiplier_is_tflites():
     assert s.tolist()[:3] == [0, 0, 1]
     assert (m[3], s[3]) == (0, 0) and (m[4], s[4]) == (0, 0)
     assert (m[5], s[5]) == (2**30, 1)  # rounds up to 2^31: halved, one more shift
+
+
+# ---- the dot-product instruction ------------------------------------------------------------
+def _has_vnni() -> bool:
+    from tvmtui.graph.dotprod import instruction
+
+    _, target = _target()
+    return instruction(target) is not None
+
+
+def test_the_instruction_comes_from_the_target():
+    import tvm
+
+    from tvmtui.graph.dotprod import instruction
+
+    def cpu(mcpu, triple="x86_64-linux-gnu"):
+        return tvm.target.Target({"kind": "llvm", "mcpu": mcpu, "mtriple": triple})
+
+    assert instruction(cpu("cascadelake")) == "avx512-vnni"
+    assert instruction(cpu("znver4")) == "avx512-vnni"
+    assert instruction(cpu("skylake-avx512")) is None  # AVX-512, no VNNI
+    assert instruction(cpu("haswell")) is None
+
+
+def _dot_net(net, rng):
+    x = nets._conv_bn_relu(net, "input", rng, 4, 16, 3, 2, 0)  # a 4-channel input: NCHW4c
+    x = nets._conv_bn_relu(net, x, rng, 16, 32, 3, 1, 1)  # padded: the zero point padded in
+    return nets._conv_bn_relu(net, x, rng, 32, 16, 1, 1, 0, relu=False)
+
+
+@pytest.mark.skipif(not _has_vnni(), reason="this CPU has no AVX512-VNNI")
+def test_dot_product_convolutions_match_the_reference_kernels():
+    model = _int8(_dot_net, (1, 4, 15, 13))
+    steps, plan = _steps(model, variant="nchwc")
+    assert steps == 0
+    tvm, target = _target()
+    it = _reference(model)
+    base = load_relax("tflite", model, {"input": [int(d) for d in it.get_input_details()[0]["shape"]]})
+    _, blocked = gv.prepare(base, target, "nchwc")
+    assert blocked.dot == 3 and blocked.label.endswith("+ avx512-vnni")
+
+
+def test_a_chip_without_vnni_gets_plain_integer_code():
+    import tvm
+
+    model = _int8(_dot_net, (1, 4, 15, 13))
+    it = _reference(model)
+    base = load_relax("tflite", model, {"input": [int(d) for d in it.get_input_details()[0]["shape"]]})
+    _, plan = gv.prepare(base, tvm.target.Target({"kind": "llvm", "mcpu": "skylake-avx512"}),
+                         "nchwc")
+    assert plan.dot == 0 and plan.rewritten == 3 and plan.instruction is None
+
+
+@pytest.mark.skipif(not _has_vnni(), reason="this CPU has no AVX512-VNNI")
+def test_every_design_of_a_dot_product_task_computes_its_kernel():
+    tvm, target = _target()
+    from tvm import s_tir
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+
+    from tvmtui.graph import lowering
+    from tvmtui.graph.dotprod import task_instruction
+    from tvmtui.tuning import rules
+
+    model = _int8(_dot_net, (1, 4, 15, 13))
+    base = load_relax("tflite", model, {"input": [1, 15, 13, 4]})
+    mod, _ = gv.prepare(base, target, "nchwc")
+    tasks = [t for t in lowering.extract_tasks(mod, target, gv.REWRITE_REVISION)
+             if task_instruction(t.dispatched[0], target)]
+    assert len(tasks) == 3
+    rng = np.random.default_rng(0)
+    for task in tasks:
+        func = task.dispatched[0]
+        ctx = ms.TuneContext(mod=func, target=target, space_generator="post-order-apply",
+                             task_name="dot", rand_state=1)
+        designs = ctx.generate_design_space()
+        args = ArgInfo.from_entry_func(func, remove_preproc=True)
+        inputs = [rng.integers(-100, 100, [int(d) for d in a.shape]).astype(str(a.dtype))
+                  for a in args[:-1]]
+        out_shape, out_dtype = [int(d) for d in args[-1].shape], str(args[-1].dtype)
+
+        def run(m, inputs=inputs, out_shape=out_shape, out_dtype=out_dtype):
+            out = tvm.runtime.tensor(np.zeros(out_shape, out_dtype))
+            tvm.compile(m, target=target)(*[tvm.runtime.tensor(x) for x in inputs], out)
+            return out.numpy()
+
+        want = run(func)
+        out_w = int(out_shape[3])
+        assert len(designs) == len(rules.dot_tiles(out_shape[1], out_w))
+        postprocs = list(ctx.space_generator.postprocs)
+        for design in designs:
+            sch = s_tir.Schedule(func, seed=1, debug_mask=0)
+            s_tir.schedule.Trace(design.trace.simplified(remove_postproc=True).insts, {}) \
+                .apply_to_schedule(sch, remove_postproc=True)
+            assert all(p.apply(sch) for p in postprocs)
+            assert "vpdpbusd" in sch.mod.script()
+            assert np.array_equal(run(sch.mod), want)
+
+
+def test_dot_tiles_fit_the_registers_and_divide_the_row():
+    from tvmtui.tuning.rules import MAX_DOT_ACC, dot_tiles
+
+    for chunks, width in ((4, 7), (2, 9), (32, 14), (1, 1), (3, 20)):
+        tiles = dot_tiles(chunks, width)
+        assert tiles
+        for blocks, pixels in tiles:
+            assert chunks % blocks == 0 and width % pixels == 0
+            assert blocks * pixels <= MAX_DOT_ACC

@@ -32,10 +32,11 @@ from tvmtui.baselines.model import BenchModel
 from tvmtui.errors import UserError
 
 TOLERANCE = 1e-4
-# A quantized output passes within this many of its quantization steps: TVM requantizes
-# in float (QDQ), LiteRT with fixed-point multipliers, so an intermediate layer's rounding
-# can differ by one step; across MobileNet's 28 layers that reaches 2 steps at the output.
-QUANT_STEPS = 2.0
+# A quantized output passes within this many of its quantization steps. Since rewrite
+# revision 14 TVM computes int8 layers as LiteRT's reference kernels do (0 steps from them);
+# LiteRT's own XNNPACK kernels requantize in float and differ from the reference by up to
+# 2 steps at a MobileNet's or DQN's output, as did TVM's float (QDQ) lowering before 14.
+QUANT_STEPS = 2
 
 
 @dataclass
@@ -68,6 +69,27 @@ class BaselineResult:
 
 
 @dataclass
+class ReferenceCheck:
+    """Rows of a quantized TFLite model against LiteRT's reference kernels (untimed):
+    `steps[row]` is its worst output difference in quantization steps, over `frames`."""
+
+    runtime: str
+    frames: int
+    steps: dict[str, float | None] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def note(self) -> str:
+        rows = ", ".join(f"{name} {_steps_text(v)}" for name, v in self.steps.items())
+        return f"against {self.runtime} on {self.frames} frame(s): {rows}"
+
+
+def _steps_text(value: float | None) -> str:
+    if value is None:
+        return "failed"
+    return f"{value:g} step" + ("" if value == 1 else "s")
+
+
+@dataclass
 class BenchReport:
     workload: str
     graph_hash: str
@@ -82,6 +104,8 @@ class BenchReport:
     variant: str | None = None  # the layout/algorithm variant tuned TVM runs
     layers: list[dict] = field(default_factory=list)  # per task of it: variant, best, share
     notes: list[str] = field(default_factory=list)
+    # a quantized TFLite model: each row's outputs against LiteRT's reference kernels
+    reference_kernels: ReferenceCheck | None = None
     created: float = field(default_factory=time.time)
     seconds: float = 0.0
     device: str = "local CPU"  # where every row ran
@@ -194,8 +218,8 @@ def check_parity(reference: RemoteRunner, others: list[RemoteRunner],
             if quantized and len(got) == len(ref) == len(steps) and \
                     all(a.shape == b.shape for a, b in zip(got, ref)):
                 for a, b, step in zip(got, ref, steps):
-                    if step:
-                        diff = np.abs(a.astype(np.float64) - b.astype(np.float64)) / step
+                    if step:  # both dequantized from integers: a whole number of steps
+                        diff = np.rint(np.abs(a.astype(np.float64) - b.astype(np.float64)) / step)
                         worst_steps[r.name] = max(worst_steps[r.name], float(diff.max()))
                 float_ref = [b for b, step in zip(ref, steps) if not step]
                 float_got = [a for a, step in zip(got, steps) if not step]
@@ -214,7 +238,7 @@ def check_parity(reference: RemoteRunner, others: list[RemoteRunner],
             max_abs_err=a if finite else None,
             max_rel_err=rel if finite else None,
             frames=len(frames),
-            passed=finite and rel <= tolerance and (q is None or q <= QUANT_STEPS + 1e-6),
+            passed=finite and rel <= tolerance and (q is None or q <= QUANT_STEPS),
             against=reference.name,
             error=problem,
             max_steps=q,
@@ -308,6 +332,29 @@ def _measure(req: BenchRequest, loaded: dict, results: dict[str, BaselineResult]
     return reference, samples
 
 
+def _reference_kernels(req: BenchRequest, loaded: dict) -> ReferenceCheck | None:
+    """A quantized TFLite model's rows (TVM and LiteRT) checked against LiteRT's reference
+    kernels on the same frames; None for float models and on boards."""
+    rows = [r for name, r in loaded.items() if name in ("tvm-tuned", "tvm-untuned", "tflite")]
+    if req.device is not None or not any(req.model.output_steps) or \
+            not req.model.has("tflite") or not rows:
+        return None
+    ref = RemoteRunner(_spec(req, rn.REFERENCE_KERNELS, None))
+    try:
+        reason = ref.start()
+        if reason is not None:
+            return None
+        check = ReferenceCheck(ref.detail, len(req.frames))
+        for name, parity in check_parity(ref, rows, req.frames, req.tolerance,
+                                         req.model.output_steps).items():
+            check.steps[name] = parity.max_steps if parity.error is None else None
+            if parity.error:
+                check.errors[name] = parity.error
+        return check
+    finally:
+        ref.close()
+
+
 def run_bench(req: BenchRequest) -> BenchReport:
     start = time.time()
     board = _open_board(req)
@@ -320,7 +367,7 @@ def run_bench(req: BenchRequest) -> BenchReport:
     if "tvm-tuned" not in wanted:
         wanted.append("tvm-tuned")
     results: dict[str, BaselineResult] = {}
-    reference, samples = None, {}
+    reference, samples, kernels = None, {}, None
     loaded = _load_all(req, wanted, trials, board, where, results)
     try:
         if board is None or not board.lost:
@@ -330,6 +377,7 @@ def run_bench(req: BenchRequest) -> BenchReport:
                 raise UserError(f"none of the baselines asked for can run {place}: " + "; ".join(
                     f"{n}: {results[n].reason}" for n in asked))
             reference, samples = _measure(req, loaded, results)
+            kernels = _reference_kernels(req, loaded)
     except RuntimeFailed:
         if board is None or not board.lost:
             raise
@@ -378,7 +426,10 @@ def run_bench(req: BenchRequest) -> BenchReport:
         baselines=[results[n] for n in wanted],
         seconds=round(time.time() - start, 1),
         device=where,
+        reference_kernels=kernels,
     )
+    if kernels is not None:
+        report.notes.append(kernels.note())
     if board is not None:
         if board.emulated:
             report.notes.append(f"measured on an emulated board ({board.emulated}): the "

@@ -89,6 +89,25 @@ def load_tflite(model: BenchModel, threads: int, options: dict) -> Runner:
     return _tflite_runner("tflite", f"{pkg} (XNNPACK)", model, interpreter)
 
 
+def load_tflite_reference(model: BenchModel, threads: int, options: dict) -> Runner:
+    """LiteRT with its reference kernels (no XNNPACK, no optimized kernels): what a
+    quantized model's integer arithmetic is defined by. Checked against, never timed."""
+    import warnings
+
+    data = _need_tflite(model)
+    try:
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    except ImportError:
+        raise Unavailable("LiteRT's reference kernels need ai-edge-litert") from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        interpreter = Interpreter(model_content=data,
+                                  experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    detail = f"LiteRT {_version('ai-edge-litert')} reference kernels"
+    return _tflite_runner(REFERENCE_KERNELS, detail, model, interpreter)
+
+
+REFERENCE_KERNELS = "tflite-ref"
 ARMNN_LIB = "libarmnnDelegate.so"
 _ARMNN_DIRS = ("/usr/lib/aarch64-linux-gnu", "/usr/local/lib", "/usr/lib", "/opt/armnn/lib")
 
@@ -306,6 +325,7 @@ def tvm_runner(name: str, library: Path, model: BenchModel, detail: str) -> Runn
 
 LOADERS = {
     "tflite": load_tflite,
+    REFERENCE_KERNELS: load_tflite_reference,
     "acl": load_acl,
     "onnxruntime": load_onnxruntime,
     "openvino": load_openvino,

@@ -148,8 +148,8 @@ class _Emitter:
                                           self.const(0.5, "float32")))
         v = self.emit(op.add(whole, op.where(half, op.sign(v), self.const(0.0, "float32"))))
         lo, hi = _dtype_range(dtype)
-        v = self.emit(op.clip(op.add(v, self.const(float(zero_point), "float32")), lo, hi))
-        return self.cast(v, dtype)
+        v = self.emit(op.add(v, self.const(float(zero_point), "float32")))
+        return self.cast(self.clamp(v, float(lo), float(hi), "float32"), dtype)
 
     def cast(self, x, dtype: str):
         from tvm import relax
@@ -203,8 +203,15 @@ class _Emitter:
 
         op, c = relax.op, self.const
         out = self.emit(op.add(high, c(zero_point, "int64")))
-        out = self.emit(op.clip(out, lo, hi))
-        return self.cast(out, dtype)
+        return self.cast(self.clamp(out, lo, hi, "int64"), dtype)
+
+    def clamp(self, x, lo, hi, dtype: str):
+        """maximum then minimum against 0-d constants (ConvertLayout carries a blocked
+        layout through those, not through clip)."""
+        from tvm import relax
+
+        x = self.emit(relax.op.maximum(x, self.const(lo, dtype)))
+        return self.emit(relax.op.minimum(x, self.const(hi, dtype)))
 
 
 # ---- reading the imported graph ---------------------------------------------------------------
@@ -412,8 +419,9 @@ def lower_integer(mod) -> tuple[object, IntegerPlan]:
                 if bias.expr.dtype.kind not in "iu" or b_int.size not in (1, channels):
                     raise _NotThisShape
                 offset = offset + b_int
+            rank = [1] * (len(out_shape) - 1) + [-1]  # per channel, at full rank
             if np.any(offset):
-                acc = e.emit(relax.op.add(acc, e.const(offset, "int32")))
+                acc = e.emit(relax.op.add(acc, e.const(offset, "int32", rank)))
             sw = np.broadcast_to(w.scale, (channels,))
             if kind == "fully_connected":  # TFLite multiplies the two scales in float
                 real = (np.float32(x.scale[0]) * sw).astype(np.float64) / np.float64(out[0])
@@ -422,7 +430,7 @@ def lower_integer(mod) -> tuple[object, IntegerPlan]:
             multiplier, shift = quantize_multiplier(real)
             if np.all(multiplier == multiplier[0]) and np.all(shift == shift[0]):
                 multiplier, shift = multiplier[:1], shift[:1]
-            return kind, e.requantize(acc, multiplier, shift, out[1], *clamp, out[2],
+            return kind, e.requantize(acc, multiplier, shift, out[1], *clamp, out[2], rank,
                                       single=kind == "fully_connected")
 
         def add(self, call, out, clamp):

@@ -23,13 +23,14 @@ def model_to_relax(fmt: str, model_bytes: bytes, input_shapes: dict[str, list[in
             mod, plan = lower_integer(mod)
             if plan.count() or plan.left:
                 mod = mod.with_attr(INTEGER_ATTR, plan.to_text())
-        return clip_as_max_min(mod) if revision >= 2 else mod
+        return clip_as_max_min(mod, integers=revision >= 14) if revision >= 2 else mod
     return onnx_to_relax(model_bytes, input_shapes, revision)
 
 
-def clip_as_max_min(mod):
-    """Each float `relax.clip` as maximum then minimum against 0-d constants: ConvertLayout
-    carries a blocked layout through those, not through clip (TFLite's fused RELU6)."""
+def clip_as_max_min(mod, integers: bool = False):
+    """Each float `relax.clip` (with `integers`, every one: a quantized layer's fused
+    activation) as maximum then minimum against 0-d constants: ConvertLayout carries a
+    blocked layout through those, not through clip (TFLite's fused RELU6)."""
     from tvm import relax
 
     @relax.expr_functor.mutator
@@ -38,10 +39,12 @@ def clip_as_max_min(mod):
             call = super().visit_call_(call)
             if getattr(call.op, "name", None) != "relax.clip":
                 return call
-            dtype = call.args[0].ty.dtype
-            if not str(dtype).startswith("float"):
+            dtype = str(call.args[0].ty.dtype)
+            if not dtype.startswith("float") and not integers:
                 return call
             lo, hi = (float(arg.value) for arg in call.args[1:3])
+            if not dtype.startswith("float"):
+                lo, hi = int(lo), int(hi)
             out = relax.op.maximum(call.args[0], relax.const(lo, dtype))
             return relax.op.minimum(out, relax.const(hi, dtype))
 
@@ -285,7 +288,8 @@ def fold_with_numpy(mod):
                 return call
             try:
                 shape = [int(d) for d in call.ty.shape]
-                return relax.const(_apply_index_map(call.attrs.index_map, value, shape))
+                moved = _apply_index_map(call.attrs.index_map, value, shape)
+                return relax.const(moved, moved.dtype.name)  # int64 stays int64
             except (NotImplementedError, TypeError, ValueError, IndexError):
                 return call
 
@@ -316,7 +320,7 @@ def fold_with_numpy(mod):
             else:
                 out = getattr(np, _BINARY.get(name) or _UNARY[name])(*args)
             out = np.asarray(out, dtype=dtype)
-            return relax.const(out) if list(out.shape) == shape else call
+            return relax.const(out, dtype) if list(out.shape) == shape else call
 
     folder = Folder(mod)
     for gvar, func in mod.functions_items():

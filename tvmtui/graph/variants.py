@@ -82,10 +82,19 @@ class Plan:
     label: str  # how the app and the reports name it: "NCHW", "NCHW16c", "Winograd"
     rewritten: int = 0  # convolutions this variant changed
     notes: list[str] = field(default_factory=list)  # layers it left alone, and why
+    dot: int = 0  # integer convolutions on the chip's dot-product instruction (`dotprod`)
+    instruction: str | None = None  # that instruction ("avx512-vnni")
 
     def to_json(self) -> dict:
         return {"variant": self.variant, "label": self.label, "rewritten": self.rewritten,
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "dot": self.dot, "instruction": self.instruction}
+
+    def used_dot(self, instruction: str) -> None:
+        """One more convolution on `instruction`; the label says so ("NCHW16c + avx512-vnni")."""
+        if not self.dot:
+            self.label = f"{self.label} + {instruction}"
+        self.dot += 1
+        self.instruction = instruction
 
 
 def parse_variants(text: str) -> list[str]:
@@ -150,6 +159,23 @@ def _conv_info(call) -> tuple[list[int], list[int]] | None:
     return data, weight
 
 
+def _integer_nhwc_info(call) -> tuple[list[int], list[int]] | None:
+    """`_conv_info`'s shapes (NCHW, OIHW) of an integer NHWC conv2d (a quantized TFLite
+    layer, from revision 14: blocked like ONNX convolutions; float TFLite layers are not)."""
+    a = call.attrs
+    if a.data_layout != "NHWC" or str(call.args[0].ty.dtype) not in ("int8", "uint8") or \
+            a.kernel_layout not in ("HWIO", "HWOI"):
+        return None
+    data, weight = _shape(call.args[0]), _shape(call.args[1])
+    if data is None or weight is None or len(data) != 4 or len(weight) != 4:
+        return None
+    n, h, w, c = data
+    kh, kw, third, fourth = weight
+    if a.kernel_layout == "HWIO":
+        return [n, c, h, w], [fourth, third, kh, kw]
+    return [n, c, h, w], [third, fourth, kh, kw]  # depthwise: (KH, KW, C, 1)
+
+
 def input_block(channels: int, block: int) -> int:
     """The largest power of two up to `block` that divides `channels` (1 for RGB)."""
     inner = block
@@ -167,6 +193,8 @@ def _blocked_layouts(block: int, plan: Plan, revision: int):
         if call.op.name != "relax.nn.conv2d":
             return {}
         info = _conv_info(call)
+        if info is None and revision >= 14:
+            info = _integer_nhwc_info(call)
         if info is None:
             return {"relax.nn.conv2d": ["NCHW", "OIHW"]}
         (_, cin, _, _), (cout, per_group, _, _) = info
@@ -189,14 +217,22 @@ def _blocked_layouts(block: int, plan: Plan, revision: int):
     return layout_cb
 
 
-def _legalize_blocked(bb, call):
-    """Lower conv2d in a blocked layout with TOPI's conv2d_NCHWc (stock refuses 5-D)."""
+def _legalize_blocked(bb, call, plan: Plan | None = None):
+    """Lower conv2d in a blocked layout with TOPI's conv2d_NCHWc (stock refuses 5-D), or
+    an integer one on the chip's dot-product instruction (`dotprod`, noted in `plan`)."""
     from tvm import topi
     from tvm.relax.transform.legalize_ops.nn import _nn_conv2d
 
     a = call.attrs
     if len(a.data_layout) == 4:
         return _nn_conv2d(bb, call)
+    from tvmtui.graph import dotprod
+
+    target = tvm_target_current()
+    if dotprod.applies(call, target):
+        if plan is not None:
+            plan.used_dot(dotprod.instruction(target))
+        return dotprod.legalize(bb, call)
     if int(a.groups) > 1:
         return bb.call_te(_depthwise_nchwc, call.args[0], call.args[1], a.strides, a.padding,
                           a.dilation, a.out_dtype or "float32",
@@ -205,6 +241,12 @@ def _legalize_blocked(bb, call):
         topi.nn.conv2d_NCHWc, call.args[0], call.args[1], a.strides, a.padding, a.dilation,
         a.data_layout, a.out_layout, a.out_dtype or "float32", primfunc_name_hint="conv2d_NCHWc",
     )
+
+
+def tvm_target_current():
+    import tvm
+
+    return tvm.target.Target.current()
 
 
 def _depthwise_nchwc(data, kernel, strides, padding, dilation, out_dtype):
@@ -304,6 +346,11 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
 
     block = vector_block(target)
     plan = Plan(variant, label(variant, block))
+    from tvmtui.graph.integer import IntegerPlan
+
+    integer = IntegerPlan.of(mod)
+    if integer is not None:
+        plan.notes.append(integer.summary())
     legalize_map = {}
     if revision >= 9:
         from tvmtui.graph.affine import fold_channel_affine
@@ -311,7 +358,7 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
         mod = fold_channel_affine(mod)
     if variant == "nchwc":
         mod = _blocked(mod, block, plan, revision)
-        legalize_map["relax.nn.conv2d"] = _legalize_blocked
+        legalize_map["relax.nn.conv2d"] = functools.partial(_legalize_blocked, plan=plan)
     elif variant == "winograd" and revision >= 4:
         from tvmtui.graph import winograd
 
@@ -321,8 +368,8 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
         nchw = winograd.nchw_legalizer(plan, tolerance, _conv_info)  # layers left in NCHW
         legalize_map["relax.nn.conv2d"] = winograd.blocked_legalizer(
             plan, tolerance,
-            lambda bb, call: (nchw if len(call.attrs.data_layout) == 4 else _legalize_blocked)(
-                bb, call), window=revision >= 13)
+            lambda bb, call: nchw(bb, call) if len(call.attrs.data_layout) == 4 else
+            _legalize_blocked(bb, call, plan), window=revision >= 13)
     elif variant == "winograd":
         from tvmtui.graph import winograd
 

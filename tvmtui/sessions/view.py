@@ -30,6 +30,7 @@ class TaskRow:
     without: str | None = None  # the schedule rule / postprocessor its space leaves out
     failed: str | None = None  # why it cannot be tuned (it runs TVM's default schedule)
     confirmed_ms: float | None = None  # its best records' lowest median, measured again
+    instruction: str | None = None  # its dot-product instruction ("avx512-vnni"), if any
 
     @property
     def gflops(self) -> float | None:
@@ -123,7 +124,8 @@ class SessionView:
             if not self.tasks:
                 infos = [ev.TaskInfo.from_json(t) for t in e["tasks"]]
                 self.tasks = [TaskRow(i.index, i.name, i.flops, i.weight, variant=i.variant,
-                                      weights=i.weights) for i in infos]
+                                      weights=i.weights, instruction=i.instruction)
+                              for i in infos]
                 self.tally.tasks = self.tasks
             self.variant_labels = {v: p["label"] for v, p in (e.get("variants") or {}).items()}
         elif kind == ev.TRIAL:
@@ -180,6 +182,7 @@ class SessionView:
                 "task": r.index,
                 "name": r.name,
                 "variant": r.variant,
+                "instruction": r.instruction,
                 "weight": r.weights[self.variant],
                 "best_ms": r.best_s * 1000 if r.best_s else None,
                 "gflops": r.gflops,

@@ -96,7 +96,7 @@ class TaskTable(DataTable):
             values = (
                 str(row.index),
                 row.shown_name,
-                mark + view.label(row.variant),
+                mark + view.label(row.variant) + (f" {row.instruction}" if row.instruction else ""),
                 fmt_mflop(row.flops),
                 str(weight(row)),
                 str(row.trials),

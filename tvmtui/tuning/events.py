@@ -79,12 +79,14 @@ class TaskInfo:
     weight: int  # how often the stock-layout graph runs it (0: another variant's task)
     variant: str = "nchw"  # the layout/algorithm it implements, or "shared" by all variants
     weights: dict = field(default_factory=dict)  # variant -> how often that variant runs it
+    # the dot-product instruction its kernel is tensorized with ("avx512-vnni"), if any
+    instruction: str | None = None
 
     @staticmethod
     def from_json(t: dict) -> "TaskInfo":
         """Read a `tasks_extracted` entry (sessions older than variants have none)."""
         return TaskInfo(t["index"], t["name"], t["flops"], t["weight"], t.get("variant", "nchw"),
-                        t.get("weights") or {"nchw": t["weight"]})
+                        t.get("weights") or {"nchw": t["weight"]}, t.get("instruction"))
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class Trial:
     variant: str = "nchw"  # the task's layout/algorithm variant (see TaskInfo.variant)
     reused_from: str | None = None  # another session's record, measured again here (reuse)
     seed: bool = False  # a register-blocked starting point (`seeds.py`), not a sample
+    instruction: str | None = None  # the task's dot-product instruction (TaskInfo.instruction)
 
     @property
     def latency_s(self) -> float | None:

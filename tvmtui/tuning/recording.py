@@ -55,6 +55,7 @@ class BatchRecording:
                 queue_s=boards.pop(bres.artifact_path or "", {}).get("queue_s"),
                 remeasured=remeasured,
                 variant=task.info.variant,
+                instruction=task.info.instruction,
                 reused_from=reused_from,
                 seed=shash in self.memory.seed_hashes,
             )

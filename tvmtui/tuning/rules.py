@@ -23,6 +23,7 @@ The postprocessors then parallelize the outer loops (as for any block).
 
 from __future__ import annotations
 
+from tvmtui.graph.dotprod import DOT_VNNI, RULE_DOT
 from tvmtui.graph.winograd import RULE_GEMM, RULE_OUTPUT, RULE_PACK, RULE_UNPACK, WINDOW
 
 MAX_CHANNEL_BLOCKS = 4  # output channel blocks in the register tile
@@ -38,8 +39,11 @@ def register() -> None:
         return
     import tvm
 
+    from tvmtui.tuning import intrinsics
+
+    intrinsics.register()
     for name, fn in ((RULE_PACK, _pack), (RULE_GEMM, _gemm), (RULE_UNPACK, _unpack),
-                     (RULE_OUTPUT, _output)):
+                     (RULE_OUTPUT, _output), (RULE_DOT, _dot_conv)):
         tvm.register_global_func(f"s_tir.meta_schedule.cpu.{name}", fn, override=True)
     _registered = True
 
@@ -157,3 +161,65 @@ def _gemm(sch, block):
         design.vectorize(design.get_loops(acc)[-1])
         out.append(design)
     return out
+
+
+MAX_DOT_ACC = 24  # int32x16 accumulators of a dot-product register tile (of 32 registers)
+
+
+def dot_tiles(chunks: int, width: int) -> list[tuple[int, int]]:
+    """(output channel blocks, output pixels of a row) register tiles for a dot-product
+    conv: channel blocks dividing `chunks` (1, 2 or 4), pixels dividing the row `width`
+    (a remainder does not tensorize), at most MAX_DOT_ACC accumulators; the largest
+    few, which the search measures against each other."""
+    pairs = [(b, t) for b in (1, 2, 4) if chunks % b == 0
+             for t in range(1, width + 1) if width % t == 0 and b * t <= MAX_DOT_ACC]
+    pairs.sort(key=lambda bt: -bt[0] * bt[1])
+    return pairs[:6]
+
+
+def _dot_conv(sch, block):
+    """One design per register tile (`dot_tiles`): each tile's accumulators stay in
+    registers over the whole reduction, one `vpdpbusd` per (pixel, channel block, 4 input
+    channels); the tiles are parallel jobs, and the kernel's elementwise epilogue (the
+    unsigned input's correction, requantization) runs per tile, vectorized. The rule
+    schedules the whole kernel: the root gets no rules (the postprocessors would
+    vectorize the tile's pixel loop around the intrinsic)."""
+    n, oc, y, x, lanes, r_chunk, r_h, r_w, r_quad, r_lane = sch.get_loops(block)
+    extents = [int(sch.get(loop).extent) for loop in (oc, x)]
+    out = []
+    for k_reg, t_reg in dot_tiles(*extents):
+        design = sch.copy()
+        k_outer, k_inner = design.split(oc, [None, k_reg])
+        t_outer, t_inner = design.split(x, [None, t_reg])
+        design.reorder(n, k_outer, y, t_outer, r_chunk, r_h, r_w, r_quad, k_inner, t_inner,
+                       lanes, r_lane)
+        epilogue = _epilogue_at(design, block, t_outer)
+        design.parallel(design.fuse(n, k_outer, y, t_outer))
+        init = design.decompose_reduction(block, r_chunk)
+        for loop in design.get_loops(init)[-3:-1]:
+            design.unroll(loop)
+        design.vectorize(design.get_loops(init)[-1])
+        design.unroll(k_inner)
+        design.unroll(t_inner)
+        design.tensorize(lanes, DOT_VNNI)
+        if epilogue is not None:
+            design.vectorize(design.get_loops(epilogue)[-1])
+        design.annotate(design.get_sblock("root"), "schedule_rule", "None")
+        out.append(design)
+    return out
+
+
+def _epilogue_at(sch, block, loop):
+    """The chain of elementwise blocks after `block` folded into one, computed under
+    `loop` (each tile's epilogue reads its accumulators while they are in cache); the
+    folded block, or None where there is no such chain."""
+    consumers = sch.get_consumers(block)
+    if len(consumers) != 1:
+        return None
+    first = consumers[0]
+    _output(sch, first)
+    try:
+        sch.reverse_compute_at(first, loop, preserve_unit_loops=True)
+    except Exception:  # noqa: BLE001 - it reads more than the tile: at the root
+        return None
+    return first

@@ -95,9 +95,12 @@ class Tuner(SearchLoop, BatchRecording, WarmStart, Confirm):
                                       revision=revision)
         if not found.tasks:
             raise RuntimeError("the model has no operators MetaSchedule can tune")
+        from tvmtui.graph.dotprod import task_instruction
+
         infos = [
             ev.TaskInfo(i, t.task_name, float(analysis.estimate_tir_flops(t.dispatched[0])),
-                        found.weights[i].get("nchw", 0), found.variant_of(i), found.weights[i])
+                        found.weights[i].get("nchw", 0), found.variant_of(i), found.weights[i],
+                        task_instruction(t.dispatched[0], self.target))
             for i, t in enumerate(found.tasks)
         ]
         from tvmtui.tuning.search import SearchMemory
