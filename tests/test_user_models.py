@@ -146,9 +146,10 @@ def test_task_whose_space_breaks_is_tuned_without_the_rule_at_fault(cli, tmp_pat
                for e in events)
 
 
-def test_int8_zoo_twin_tunes_and_matches_litert_within_a_quantization_step(cli):
-    """DQN's int8 twin (per-channel weights, calibrated activations) imports through TVM's
-    QDQ lowering, tunes, and matches LiteRT's int8 kernels within the quantized gate."""
+def test_int8_zoo_twin_tunes_blocked_and_is_exact_against_litert_reference_kernels(cli):
+    """DQN's int8 twin (per-channel weights, calibrated activations) computes in integers,
+    tunes in the blocked layout, and its bench checks every row against LiteRT's reference
+    kernels: tuned TVM to 0 steps; LiteRT's XNNPACK row within the quantized gate."""
     from tvmtui.baselines.bench import QUANT_STEPS
     from tvmtui.baselines.model import bench_model
 
@@ -156,11 +157,32 @@ def test_int8_zoo_twin_tunes_and_matches_litert_within_a_quantization_step(cli):
     assert workload.format == "tflite"
     (step,) = bench_model(workload.meta(), workload.model_bytes).output_steps
     assert step and step > 0  # the output is dequantized from an int8 tensor
-    row = _tune_and_bench(cli, "dqn-int8", "d8", "tflite")
-    parity = row["parity"]
-    assert parity["passed"], parity
-    assert parity["max_steps"] is not None and parity["max_steps"] <= QUANT_STEPS
-    assert parity["max_abs_err"] <= QUANT_STEPS * step + 1e-6
+    tune = cli.run("tune", "dqn-int8", "--trials", "8", "--variants", "nchwc", "--session", "d8",
+                   "--json")
+    assert tune.returncode == 0, tune.stderr[-600:]
+    bench = cli.run("bench", "d8", "--json", "--frames", "3", "--repeats", "2",
+                    "--baselines", "tflite")
+    assert bench.returncode == 0, bench.stderr[-600:]
+    report = json.loads(bench.stdout)
+    row = next(b for b in report["baselines"] if b["name"] == "tflite")
+    assert row["parity"]["passed"], row["parity"]
+    assert row["parity"]["max_steps"] <= QUANT_STEPS
+    kernels = report["reference_kernels"]
+    assert kernels["frames"] == 3 and "reference kernels" in kernels["runtime"]
+    assert kernels["steps"]["tvm-tuned"] == 0
+    assert kernels["steps"]["tflite"] is not None
+    assert report["variant"].startswith("NCHW")
+    shown = json.loads(cli.run("sessions", "show", "d8", "--json").stdout)
+    from tvmtui.graph.dotprod import instruction
+    from tvmtui.tuning.tvm_env import import_tvm
+
+    tvm = import_tvm(shown["target"])
+    chip = instruction(tvm.target.Target(shown["target"]))
+    dot = [t for t in shown["tasks"] if "dot_conv2d" in t["name"]]
+    assert all(t["instruction"] == chip for t in dot)
+    if chip is not None:  # the three convolutions on the dot-product instruction
+        assert len(dot) == 3 and chip in shown["variant_label"]
+        assert any(layer["instruction"] == chip for layer in report["layers"])
 
 
 def test_app_prompts_for_a_symbolic_input_shape(tmp_path):

@@ -118,7 +118,7 @@ def cmd_sessions(args) -> int:
                      "variant_label": view.label(r.variant), "weights": r.weights,
                      "trials": r.trials, "best_ms": r.best_s * 1000 if r.best_s else None,
                      "gflops": r.gflops, "failed": r.failed, "without": r.without,
-                     "confirmed_ms": r.confirmed_ms}
+                     "confirmed_ms": r.confirmed_ms, "instruction": r.instruction}
                     for r in view.tasks
                 ],
             }

@@ -1,4 +1,4 @@
-"""The zoo's int8 twins: MobileNet and DQN quantized from their float TFLite files.
+"""The zoo's int8 twins: MobileNet, ResNet-18 and DQN quantized from their float TFLite files.
 
 Calibrated on 16 seeded frames of the distribution the bench feeds (standard normal);
 written with the same schema writer as every generated file, so int8 is tested without
@@ -15,7 +15,8 @@ import numpy as np
 
 from tvmtui.workloads import nets
 
-INT8_TWINS = {"mobilenet-int8": "mobilenet", "dqn-int8": "dqn"}  # twin -> float network
+# twin -> float network
+INT8_TWINS = {"mobilenet-int8": "mobilenet", "resnet18-int8": "resnet18", "dqn-int8": "dqn"}
 CALIBRATION_FRAMES = 16
 
 

@@ -22,10 +22,11 @@ from textual.widgets import (
 from textual.widgets.option_list import Option
 
 from tvmtui.baselines.runners import DEFAULT as DEFAULT_BASELINES
+from tvmtui.baselines.runners import cannot_run_here
 from tvmtui.devices.local import describe_target
 from tvmtui.errors import UserError
 from tvmtui.tui.screens.modals import TrackerModal
-from tvmtui.workloads import builtin, nets
+from tvmtui.workloads import builtin, int8, nets
 
 
 class LaunchScreen(Screen):
@@ -43,6 +44,8 @@ class LaunchScreen(Screen):
                 yield Label("Workload")
                 yield OptionList(
                     *[Option(f"{name:10} {spec.short}", id=name) for name, spec in nets.NETS.items()],
+                    *[Option(f"{name:10} {nets.NETS[net].short}, int8", id=name)
+                      for name, net in int8.INT8_TWINS.items()],
                     *[Option(f"{name:10} {spec.short()}", id=name) for name, spec in builtin.OPS.items()],
                     id="workloads",
                 )
@@ -59,11 +62,7 @@ class LaunchScreen(Screen):
                     yield Input("64", id="trials", type="integer", compact=True)
                     yield Input(placeholder="session name", id="session-name", compact=True)
                 yield Label("Baselines to compare")
-                yield SelectionList(
-                    *[(b, b, b in ("tflite", "onnxruntime")) for b in DEFAULT_BASELINES],
-                    id="baselines",
-                    compact=True,
-                )
+                yield SelectionList(*_baseline_choices(), id="baselines", compact=True)
                 yield Button("Start tuning (Ctrl+S)", id="start", variant="primary", compact=True)
         yield Footer()
 
@@ -169,10 +168,11 @@ class LaunchScreen(Screen):
     @work(thread=True, exclusive=True, group="card")
     def network_card(self, name: str) -> None:
         """A network's card may need its files generated first (about a second): off the UI."""
-        spec = nets.NETS[name]
+        spec = nets.NETS[int8.INT8_TWINS.get(name, name)]
         stats = nets.count(spec)
+        what = int8.describe(name) if name in int8.INT8_TWINS else spec.description
         card = (
-            f"{name}: {spec.description}\ninput {'x'.join(map(str, spec.input_shape))}, "
+            f"{name}: {what}\ninput {'x'.join(map(str, spec.input_shape))}, "
             f"{2 * stats.macs / 1e6:.1f} MFLOP, {stats.params:,} weights, "
             f"{len(stats.layers)} weighted layers"
         )
@@ -252,3 +252,14 @@ class LaunchScreen(Screen):
         device = devices.get_option_at_index(devices.highlighted or 0).id or "local"
         self.app.start_tuning(spec, shapes, trials, name, baselines, device)
 
+
+def _baseline_choices() -> list[tuple[str, str, bool]]:
+    """(label, baseline, ticked): LiteRT and ONNX Runtime ticked; one that cannot run on
+    this machine (ACL off Arm) unticked, with why."""
+    out = []
+    for name in DEFAULT_BASELINES:
+        reason = cannot_run_here(name, {})
+        why = "Arm CPUs only" if reason and "Arm CPUs only" in reason else "not found here"
+        label = name if reason is None else f"{name} ({why})"
+        out.append((label, name, reason is None and name in ("tflite", "onnxruntime")))
+    return out
