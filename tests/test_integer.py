@@ -307,3 +307,36 @@ def test_dot_tiles_fit_the_registers_and_divide_the_row():
         for blocks, pixels in tiles:
             assert chunks % blocks == 0 and width % pixels == 0
             assert blocks * pixels <= MAX_DOT_ACC
+
+
+def test_twins_are_written_as_the_converter_writes_them():
+    """BatchNorm's MUL + ADD folded into the convolution and the activation fused: the
+    float model means the same before and after, and the int8 model has one operator per
+    layer."""
+    from ai_edge_litert import schema_py_generated as S
+    from ai_edge_litert.interpreter import Interpreter
+
+    from tvmtui.workloads.quantize import fuse_like_converter
+
+    net = TfliteNet("t", [1, 5, 9, 11])
+    model = net.finish(_conv(5, 7, 3, 1, 1, "relu6", bn=True)(net, np.random.default_rng(0)))
+    fused = fuse_like_converter(model)
+
+    def ops(data):
+        m = S.ModelT.InitFromPackedBuf(data, 0)
+        names = {v: k for k, v in vars(S.BuiltinOperator).items() if not k.startswith("_")}
+        return [names[m.operatorCodes[o.opcodeIndex].builtinCode] for o in m.subgraphs[0].operators]
+
+    assert ops(model) == ["PAD", "CONV_2D", "MUL", "ADD", "RELU6"]
+    assert ops(fused) == ["PAD", "CONV_2D"]
+    x = np.random.default_rng(1).standard_normal((1, 9, 11, 5)).astype(np.float32)
+    outs = []
+    for data in (model, fused):
+        it = Interpreter(model_content=data)
+        it.allocate_tensors()
+        it.set_tensor(it.get_input_details()[0]["index"], x)
+        it.invoke()
+        outs.append(it.get_tensor(it.get_output_details()[0]["index"]))
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-5)
+    assert ops(_int8(_conv(5, 7, 3, 1, 1, "relu6", bn=True), (1, 5, 9, 11))) == \
+        ["QUANTIZE", "PAD", "CONV_2D", "DEQUANTIZE"]
