@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 DEFAULT = ("conv:C2,conv:C6,conv:C9,conv:C12,dwconv:D1,dwconv:D9,dqn,dcgan,mobilenet,"
            "resnet18,lstm")
 NETWORKS = {"resnet18", "mobilenet", "lstm", "dqn", "dcgan"}
+INT8 = {"mobilenet-int8": "mobilenet", "resnet18-int8": "resnet18", "dqn-int8": "dqn"}
 
 
 def tvmtui(*args: str, sessions: Path) -> subprocess.CompletedProcess:
@@ -109,7 +110,7 @@ def main() -> None:
     rows, workloads = [], []
     for workload in [w.strip() for w in args.workloads.split(",") if w.strip()]:
         trials = args.trials
-        if workload in NETWORKS:
+        if workload in NETWORKS or workload in INT8:
             card = json.loads(subprocess.run(
                 [sys.executable, "-m", "tvmtui", "zoo", "show", workload, "--json"],
                 capture_output=True, text=True, check=True).stdout)
@@ -163,6 +164,8 @@ def main() -> None:
             "unavailable": {b["name"]: b["reason"] for b in report["baselines"] if not b["available"]},
             "variant": report.get("variant"),
             "tasks": report.get("layers", []),
+            # a quantized model: each row against LiteRT's reference kernels, in steps
+            "reference_steps": (report.get("reference_kernels") or {}).get("steps"),
         }
         workloads.append(summary)
         print(f"   tvm {tuned['median_ms']:.3f} ms; best {summary['best_baseline']} "
@@ -249,6 +252,37 @@ def merge_earlier(path: Path, rows: list[dict], workloads: list[dict]) -> tuple[
     return rows, merged
 
 
+def int8_section(workloads: list[dict]) -> list[str]:
+    """The int8 twins: tuned TVM int8 against the best int8 baseline and against tvmtui's
+    own tuned float twin (its row in this table), and each side's distance, in output
+    quantization steps, from LiteRT's reference kernels."""
+    by_name = {w["workload"]: w for w in workloads}
+    rows = [w for w in workloads if w["workload"] in INT8]
+    if not rows:
+        return []
+    lines = ["", "## Int8: against the int8 baselines and tvmtui's own float twin", "",
+             "Steps: the largest output difference, in quantization steps, from LiteRT's "
+             "reference kernels (the definition of the int8 arithmetic) on the bench's frames.",
+             "", "| workload | variant | tuned TVM int8 ms | best int8 baseline | its ms | speedup "
+             "| tuned TVM float ms | int8 vs float | steps: TVM / LiteRT (XNNPACK) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for w in rows:
+        twin = by_name.get(INT8[w["workload"]])
+        steps = w.get("reference_steps") or {}
+        tvm_steps = steps.get("tvm-tuned")
+        lite_steps = steps.get("tflite")
+        sp = f"{w['speedup_vs_best']:.2f}x" if w["speedup_vs_best"] is not None else "-"
+        float_ms = twin["tvm_ms"] if twin else None
+        ratio = f"{float_ms / w['tvm_ms']:.2f}x" if float_ms and w["tvm_ms"] else "-"
+        lines.append(
+            f"| {w['workload']} | {w.get('variant') or '-'} | {w['tvm_ms']:.3f} | "
+            f"{w['best_baseline']} | {w['best_ms']:.3f} | {sp} | "
+            f"{f'{float_ms:.3f}' if float_ms else '-'} | {ratio} | "
+            f"{'-' if tvm_steps is None else f'{tvm_steps:g}'} / "
+            f"{'-' if lite_steps is None else f'{lite_steps:g}'} |")
+    return lines
+
+
 def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: str,
              commands: list[str]) -> str:
     machines: dict[tuple[str, float], list[str]] = {}
@@ -293,6 +327,7 @@ def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: st
         lines.append(f"| {w['workload']} | {w.get('machine', '?')} | {w.get('variant') or '-'} | "
                      f"{w['best_baseline']} | {gf(w['best_gflops'], w)} | {gf(w['tvm_gflops'], w)} "
                      f"| {sp} | {each} |")
+    lines += int8_section(workloads)
     lines += ["", "## Per layer: the variant that won, and where the time goes", "",
               "GFLOPS of a Winograd or sub-pixel layer count the work that algorithm does, "
               "not the direct convolution's. `best ms` is the layer's fastest trial, "
