@@ -1,4 +1,4 @@
-"""Quantized TFLite layers as integer arithmetic, rounded as TFLite rounds (rewrite revision 14).
+"""Quantized TFLite layers as integer arithmetic, rounded as TFLite rounds (rewrite revisions 14-15).
 
 TVM's TFLite importer turns every quantized operator into dequantize -> float operator ->
 quantize, so an int8 model computes in float and rounds each layer's output its own way:
@@ -26,6 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from tvmtui.graph.fixedpoint import (
+    Emitter,
+    dtype_range,
+    mean_multiplier,
+    quantize_multiplier,
+)
 
 ADD_LEFT_SHIFT = 20  # TFLite's left shift for int8 and uint8 ADD
 INTEGER_ATTR = "tvmtui_integer"  # the IRModule attribute that carries `IntegerPlan.to_text()`
@@ -70,150 +77,6 @@ class IntegerPlan:
         return text
 
 
-# ---- TFLite's fixed-point arithmetic, at compile time -------------------------------------
-def quantize_multiplier(real) -> tuple[np.ndarray, np.ndarray]:
-    """TFLite's `QuantizeMultiplier` of each value: (int32 multiplier in [2^30, 2^31), shift),
-    `real = multiplier * 2^(shift - 31)`; the fraction rounds half away from zero."""
-    real = np.atleast_1d(np.asarray(real, np.float64))
-    frac, exp = np.frexp(real)
-    q = np.trunc(frac * (1 << 31) + np.copysign(0.5, frac)).astype(np.int64)
-    exp = exp.astype(np.int64)
-    full = q == (1 << 31)
-    q[full] //= 2
-    exp[full] += 1
-    tiny = (exp < -31) | (real == 0)
-    q[tiny], exp[tiny] = 0, 0
-    exp = np.minimum(exp, 30)
-    return q, exp
-
-
-def mean_multiplier(multiplier: int, shift: int, count: int) -> tuple[int, int]:
-    """TFLite's MEAN multiplier with 1 / `count` folded in: shifted left by up to
-    floor(log2(count)) bits (at most 32, and no further than a shift of -31), then divided
-    by `count` (truncating)."""
-    extra = min(count.bit_length() - 1, 32, 31 + shift)
-    return (multiplier << extra) // count, shift - extra
-
-
-def mbqm_reference(x, multiplier, shift, single: bool = False) -> np.ndarray:
-    """TFLite's `MultiplyByQuantizedMultiplier` in numpy (int64), rounded twice or once
-    (`_Emitter.requantize`): what `requantize` is checked against."""
-    if single:
-        total = 31 - np.asarray(shift, np.int64)
-        return (np.asarray(x, np.int64) * multiplier + (np.int64(1) << (total - 1))) >> total
-    x = np.asarray(x, np.int64) * (1 << np.maximum(shift, 0))
-    ab = x * multiplier
-    nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    high = _truncdiv(ab + nudge, 1 << 31)
-    right = np.maximum(-np.asarray(shift), 0)
-    mask = (1 << right) - 1
-    remainder = high & mask
-    threshold = (mask >> 1) + (high < 0)
-    return (high >> right) + (remainder > threshold)
-
-
-def _truncdiv(a, b):
-    q = np.floor_divide(a, b)
-    return q + ((a % b != 0) & (a < 0))
-
-
-# ---- the same arithmetic as Relax operators --------------------------------------------------
-class _Emitter:
-    """Relax expressions for integer arithmetic, each bound in the block being built."""
-
-    def __init__(self, builder):
-        self.bb = builder
-
-    def emit(self, expr):
-        return self.bb.emit(expr)
-
-    @staticmethod
-    def const(values, dtype: str, shape=None):
-        from tvm import relax
-
-        array = np.asarray(values).astype(dtype)
-        if array.size == 1:
-            return relax.const(array.reshape(()).item(), dtype)
-        return relax.const(array.reshape(shape) if shape is not None else array, dtype)
-
-    def quantize(self, x, scale: float, zero_point: int, dtype: str):
-        """TFLite's QUANTIZE of a float tensor: `x / scale` in float32 rounded half away
-        from zero (TVM's `quantize` rounds half to even), plus the zero point, clamped."""
-        from tvm import relax
-
-        op = relax.op
-        v = self.emit(op.divide(x, self.const(scale, "float32")))
-        whole = self.emit(op.trunc(v))
-        half = self.emit(op.greater_equal(op.abs(op.subtract(v, whole)),
-                                          self.const(0.5, "float32")))
-        v = self.emit(op.add(whole, op.where(half, op.sign(v), self.const(0.0, "float32"))))
-        lo, hi = _dtype_range(dtype)
-        v = self.emit(op.add(v, self.const(float(zero_point), "float32")))
-        return self.cast(self.clamp(v, float(lo), float(hi), "float32"), dtype)
-
-    def cast(self, x, dtype: str):
-        from tvm import relax
-
-        return self.emit(relax.op.astype(x, dtype))
-
-    def requantize(self, x32, multiplier, shift, zero_point: int, lo: int, hi: int, dtype: str,
-                   shape=None, single: bool = False):
-        """`zero_point + MultiplyByQuantizedMultiplier(x32, multiplier, shift)` clamped to
-        [lo, hi] and cast to `dtype`; `multiplier` and `shift` are scalars or per-channel
-        arrays broadcast as `shape`. `single`: rounded once, `(x * m + 2^(30 - shift)) >>
-        (31 - shift)`, as LiteRT's FULLY_CONNECTED rounds; else twice, as its other kernels
-        do: gemmlowp's rounding doubling high multiply, which for a positive multiplier is
-        `(x * m + 2^30) >> 31` whatever the sign (its nudge and truncation toward zero
-        cancel), then a right shift by `r` rounding half away from zero, `(h + 2^(r-1) +
-        (h >> 31)) >> r` in int32 (`h >> 31` is -1 for a negative h). Seven operations an
-        element, against the reference's fifteen: the epilogue of a layer with few input
-        channels (MobileNet's first pointwise) costs as much as its products."""
-        from tvm import relax
-
-        op, c = relax.op, self.const
-        multiplier = np.asarray(multiplier, np.int64)
-        shift = np.asarray(shift, np.int64)
-        x = self.cast(x32, "int64")
-        if single:
-            total = 31 - shift
-            v = self.emit(op.add(op.multiply(x, c(multiplier, "int64", shape)),
-                                 c(np.int64(1) << (total - 1), "int64", shape)))
-            high = self.emit(op.right_shift(v, c(total, "int64", shape)))
-            return self._finish(self.cast(high, "int32"), zero_point, lo, hi, dtype)
-        left = np.maximum(shift, 0)
-        if left.any():
-            x = self.emit(op.left_shift(x, c(left, "int64", shape)))
-        ab = self.emit(op.multiply(x, c(multiplier, "int64", shape)))
-        high = self.emit(op.right_shift(op.add(ab, c(1 << 30, "int64")), c(31, "int64")))
-        high = self.cast(high, "int32")
-        right = np.maximum(-shift, 0)
-        if right.any():  # RoundingDivideByPOT
-            half = np.where(right > 0, np.int64(1) << np.maximum(right - 1, 0), 0)
-            v = self.emit(op.add(high, c(half, "int32", shape)))
-            negative = self.emit(op.right_shift(high, c(31, "int32")))
-            if not np.all(right > 0):  # channels that shift by 0 take no correction
-                negative = self.emit(op.bitwise_and(negative, c(np.where(right > 0, -1, 0),
-                                                                "int32", shape)))
-            v = self.emit(op.add(v, negative))
-            high = self.emit(op.right_shift(v, c(right, "int32", shape)))
-        return self._finish(high, zero_point, lo, hi, dtype)
-
-    def _finish(self, high, zero_point: int, lo: int, hi: int, dtype: str):
-        from tvm import relax
-
-        op, c = relax.op, self.const
-        out = self.emit(op.add(high, c(zero_point, "int32")))
-        return self.cast(self.clamp(out, lo, hi, "int32"), dtype)
-
-    def clamp(self, x, lo, hi, dtype: str):
-        """maximum then minimum against 0-d constants (ConvertLayout carries a blocked
-        layout through those, not through clip)."""
-        from tvm import relax
-
-        x = self.emit(relax.op.maximum(x, self.const(lo, dtype)))
-        return self.emit(relax.op.minimum(x, self.const(hi, dtype)))
-
-
 # ---- reading the imported graph ---------------------------------------------------------------
 @dataclass
 class _Quant:
@@ -235,14 +98,10 @@ def _const(expr) -> np.ndarray | None:
     return expr.value.numpy() if isinstance(expr, tvm.ir.expr.GenericConst) else None
 
 
-def _dtype_range(dtype: str) -> tuple[int, int]:
-    info = np.iinfo(np.dtype(dtype))
-    return int(info.min), int(info.max)
-
-
-def lower_integer(mod) -> tuple[object, IntegerPlan]:
+def lower_integer(mod, revision: int = 15) -> tuple[object, IntegerPlan]:
     """`mod` (as TVM's TFLite importer wrote it) with its quantized regions in integer
-    arithmetic (see the module's docstring), and what was done."""
+    arithmetic (see the module's docstring), and what was done; `revision` 14 computes a
+    fully connected layer's multiplier as that revision did (`REWRITE_REVISION`)."""
     from tvm import relax
 
     plan = IntegerPlan()
@@ -320,7 +179,7 @@ def lower_integer(mod) -> tuple[object, IntegerPlan]:
             name, inner = self.op_of(call.args[0])
             if name is None and str(call.args[0].ty.dtype) == "float32":  # a QUANTIZE
                 plan.lowered["quantize"] = plan.lowered.get("quantize", 0) + 1
-                return _Emitter(self.builder_).quantize(call.args[0], *out)
+                return Emitter(self.builder_).quantize(call.args[0], *out)
             lowered = None
             try:
                 lowered = self.region(name, inner, out, call)
@@ -334,7 +193,7 @@ def lower_integer(mod) -> tuple[object, IntegerPlan]:
             return expr
 
         def region(self, name, inner, out, call):
-            lo, hi = _dtype_range(out[2])
+            lo, hi = dtype_range(out[2])
             clamp = (lo, hi)
             if name in ("relax.nn.relu", "relax.clip"):  # an activation before quantize
                 clamp = self.activation(name, inner, out, clamp)
@@ -383,7 +242,7 @@ def lower_integer(mod) -> tuple[object, IntegerPlan]:
             weight = w.expr.astype(np.int64) - w.zero_point.reshape(
                 [-1 if d == w.axis else 1 for d in range(w.expr.ndim)] if w.zero_point.size > 1
                 else ())
-            e = _Emitter(self.builder_)
+            e = Emitter(self.builder_)
             out_shape = [int(d) for d in call.ty.shape]
             channels = out_shape[-1]
             if name == "relax.nn.conv2d":
@@ -423,7 +282,9 @@ def lower_integer(mod) -> tuple[object, IntegerPlan]:
             if np.any(offset):
                 acc = e.emit(relax.op.add(acc, e.const(offset, "int32", rank)))
             sw = np.broadcast_to(w.scale, (channels,))
-            if kind == "fully_connected":  # TFLite multiplies the two scales in float
+            # in double throughout: a float32 product of the two scales moves the
+            # multiplier by ~1e-7, enough to round a layer's output across a half step
+            if kind == "fully_connected" and revision < 15:
                 real = (np.float32(x.scale[0]) * sw).astype(np.float64) / np.float64(out[0])
             else:
                 real = np.float64(x.scale[0]) * sw.astype(np.float64) / np.float64(out[0])
@@ -442,7 +303,7 @@ def lower_integer(mod) -> tuple[object, IntegerPlan]:
                 raise _NotThisShape
             if isinstance(a.expr, np.ndarray) or isinstance(b.expr, np.ndarray):
                 raise _NotThisShape
-            e = _Emitter(self.builder_)
+            e = Emitter(self.builder_)
             sa, sb, so = (np.float64(v) for v in (a.scale[0], b.scale[0], out[0]))
             twice_max = 2 * max(sa, sb)
             scaled = []
@@ -463,7 +324,7 @@ def lower_integer(mod) -> tuple[object, IntegerPlan]:
             x = self.dequantized(dq_call)
             if x is None or not x.per_tensor:
                 raise _NotThisShape
-            e = _Emitter(self.builder_)
+            e = Emitter(self.builder_)
             v = e.cast(x.expr, "int32")
             v = e.emit(relax.op.subtract(v, e.const(int(x.zero_point[0]), "int32")))
             # float / float, as TFLite divides the scales
@@ -481,7 +342,7 @@ def lower_integer(mod) -> tuple[object, IntegerPlan]:
             shape = [int(d) for d in call.args[0].ty.shape]
             axes = [int(v) % len(shape) for v in call.attrs.axis]
             count = int(np.prod([shape[a] for a in axes]))
-            e = _Emitter(self.builder_)
+            e = Emitter(self.builder_)
             v = e.cast(x.expr, "int32")
             v = e.emit(relax.op.subtract(v, e.const(int(x.zero_point[0]), "int32")))
             total = e.emit(relax.op.sum(v, axis=axes, keepdims=bool(call.attrs.keepdims)))
@@ -547,7 +408,7 @@ def _same_params(x: _Quant, out) -> bool:
 def _narrow(values: np.ndarray) -> str:
     """The smallest of int8 / int16 / int32 that holds `values` exactly."""
     for dtype in ("int8", "int16"):
-        lo, hi = _dtype_range(dtype)
+        lo, hi = dtype_range(dtype)
         if values.min() >= lo and values.max() <= hi:
             return dtype
     return "int32"

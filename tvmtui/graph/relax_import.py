@@ -14,13 +14,13 @@ def model_to_relax(fmt: str, model_bytes: bytes, input_shapes: dict[str, list[in
     """A session's model (ONNX or TFLite bytes) -> Relax IRModule in inference form;
     `revision` as in `variants.REWRITE_REVISION` (from 2, clips are Relax max/min; from 14,
     quantized TFLite layers compute in integers, `integer.py`, and the module's attribute
-    `INTEGER_ATTR` says which)."""
+    `INTEGER_ATTR` says which; 15 rounds their fully connected layers as LiteRT does)."""
     if fmt == "tflite":
         mod = tflite_to_relax(model_bytes, input_shapes)
         if revision >= 14:
             from tvmtui.graph.integer import INTEGER_ATTR, lower_integer
 
-            mod, plan = lower_integer(mod)
+            mod, plan = lower_integer(mod, revision)
             if plan.count() or plan.left:
                 mod = mod.with_attr(INTEGER_ATTR, plan.to_text())
         return clip_as_max_min(mod, integers=revision >= 14) if revision >= 2 else mod

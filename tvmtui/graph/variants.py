@@ -65,8 +65,11 @@ DEFAULT = "nchw"
 # on those checks (C12's candidates now compile in 0.3-0.5 s, against 0.6-1.5). 14: quantized
 # TFLite layers compute in integers, requantized in fixed point as TFLite's reference
 # kernels do (`integer.py`), not in float between a dequantize and a quantize (float
-# graphs are unchanged: their keys are revision 13's).
-REWRITE_REVISION = 14
+# graphs are unchanged: their keys are revision 13's). 15: a quantized fully connected
+# layer's multiplier comes from its scales in double, as LiteRT computes it (14 took a
+# float32 product of the input and weight scales, and MobileNet's head rounded one logit
+# in 10^5 a step away from LiteRT).
+REWRITE_REVISION = 15
 
 
 def session_revision(meta: dict) -> int:
