@@ -161,16 +161,18 @@ def test_int8_zoo_twin_tunes_blocked_and_is_exact_against_litert_reference_kerne
                    "--json")
     assert tune.returncode == 0, tune.stderr[-600:]
     bench = cli.run("bench", "d8", "--json", "--frames", "3", "--repeats", "2",
-                    "--baselines", "tflite")
+                    "--baselines", "tflite,onnxruntime")
     assert bench.returncode == 0, bench.stderr[-600:]
     report = json.loads(bench.stdout)
-    row = next(b for b in report["baselines"] if b["name"] == "tflite")
-    assert row["parity"]["passed"], row["parity"]
-    assert row["parity"]["max_steps"] <= QUANT_STEPS
+    rows = {b["name"]: b for b in report["baselines"]}
+    for name in ("tflite", "onnxruntime"):  # ONNX Runtime runs the twin's QDQ file
+        assert rows[name]["parity"]["passed"], rows[name]["parity"]
+        assert rows[name]["parity"]["max_steps"] <= QUANT_STEPS
+    assert "int8 QDQ" in rows["onnxruntime"]["detail"]
     kernels = report["reference_kernels"]
     assert kernels["frames"] == 3 and "reference kernels" in kernels["runtime"]
     assert kernels["steps"]["tvm-tuned"] == 0
-    assert kernels["steps"]["tflite"] is not None
+    assert kernels["steps"]["tflite"] is not None and kernels["steps"]["onnxruntime"] is not None
     assert report["variant"].startswith("NCHW")
     shown = json.loads(cli.run("sessions", "show", "d8", "--json").stdout)
     from tvmtui.graph.dotprod import instruction

@@ -41,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tune", parents=[common], help="start tuning a workload in a new session")
     p.add_argument(
         "workload",
-        help="built-in (resnet18, mobilenet, lstm, dqn, dcgan, conv:C1..C12, dwconv:D1..D9) "
-        "or a .onnx / .tflite file",
+        help="built-in (resnet18, mobilenet, lstm, dqn, dcgan, the int8 twins mobilenet-int8, "
+        "resnet18-int8, dqn-int8, conv:C1..C12, dwconv:D1..D9) or a .onnx / .tflite file",
     )
     p.add_argument("--trials", type=int, default=64, help="trial budget (default 64)")
     p.add_argument("--session", help="session name (default: workload and time)")

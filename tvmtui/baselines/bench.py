@@ -333,9 +333,10 @@ def _measure(req: BenchRequest, loaded: dict, results: dict[str, BaselineResult]
 
 
 def _reference_kernels(req: BenchRequest, loaded: dict) -> ReferenceCheck | None:
-    """A quantized TFLite model's rows (TVM and LiteRT) checked against LiteRT's reference
-    kernels on the same frames; None for float models and on boards."""
-    rows = [r for name, r in loaded.items() if name in ("tvm-tuned", "tvm-untuned", "tflite")]
+    """A quantized TFLite model's rows (TVM, LiteRT, and ONNX Runtime and OpenVINO on its
+    QDQ twin) checked against LiteRT's reference kernels on the same frames; None for float
+    models and on boards."""
+    rows = [r for name, r in loaded.items() if name != "acl"]
     if req.device is not None or not any(req.model.output_steps) or \
             not req.model.has("tflite") or not rows:
         return None

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tvmtui.workloads import builtin, nets
+from tvmtui.workloads import builtin, int8, nets
 
 
 def _nchw_to_nhwc(x: np.ndarray) -> np.ndarray:
@@ -114,7 +114,9 @@ def bench_model(workload_meta: dict, native_bytes: bytes) -> BenchModel:
     if source.startswith("builtin:"):
         name = source.split(":", 1)[1]
         net = nets.NETS.get(name)
-        if net is not None:
+        if name in int8.INT8_TWINS:  # ONNX Runtime and OpenVINO read its QDQ file
+            files["onnx"] = int8.qdq_file(name).read_bytes()
+        elif net is not None:
             files["tflite"] = nets.network_files(net)[1].read_bytes()
         else:
             op = builtin.lookup(name)

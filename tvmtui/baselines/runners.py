@@ -258,7 +258,8 @@ def load_onnxruntime(model: BenchModel, threads: int, options: dict) -> Runner:
         return sess.run(None, inputs)
 
     return Runner(
-        "onnxruntime", f"ONNX Runtime {ort.__version__} (CPU EP)", feed, invoke,
+        "onnxruntime", f"ONNX Runtime {ort.__version__} (CPU EP"
+        f"{', int8 QDQ' if any(model.output_steps) else ''})", feed, invoke,
         lambda result: model.from_format("onnx", list(result)),
     )
 
@@ -297,7 +298,8 @@ def load_openvino(model: BenchModel, threads: int, options: dict) -> Runner:
         return model.from_format(fmt, [request.get_output_tensor(i).data.copy()
                                        for i in range(n_out)])
 
-    return Runner("openvino", f"OpenVINO {ov.__version__.split('-')[0]} (CPU, f32)",
+    kind = "int8 from the QDQ file" if fmt == "onnx" and any(model.output_steps) else "f32"
+    return Runner("openvino", f"OpenVINO {ov.__version__.split('-')[0]} (CPU, {kind})",
                   feed, invoke, outputs)
 
 

@@ -248,6 +248,7 @@ def _zoo_show(row: dict, as_json: bool) -> int:
 
 def _zoo_export(row: dict, out: Path, as_json: bool) -> int:
     from tvmtui.workloads import load_workload, nets
+    from tvmtui.workloads.int8 import INT8_TWINS, qdq_file
 
     workload = load_workload(row["name"])
     out.mkdir(parents=True, exist_ok=True)
@@ -256,6 +257,10 @@ def _zoo_export(row: dict, out: Path, as_json: bool) -> int:
     path.write_bytes(workload.model_bytes)
     written = {"name": workload.name, workload.format: str(path),
                "graph_hash": workload.graph_hash}
+    if workload.name in INT8_TWINS:
+        qdq = out / f"{stem}-qdq.onnx"
+        qdq.write_bytes(qdq_file(workload.name).read_bytes())
+        written["onnx"] = str(qdq)
     if workload.name in nets.NETS:
         tfl = out / f"{stem}.tflite"
         tfl.write_bytes(nets.network_files(nets.NETS[workload.name])[1].read_bytes())

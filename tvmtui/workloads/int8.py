@@ -2,7 +2,8 @@
 
 Calibrated on 16 seeded frames of the distribution the bench feeds (standard normal);
 written with the same schema writer as every generated file, so int8 is tested without
-a model download. Cached beside the float files, keyed by the generator's sources.
+a model download, and each also as an ONNX QDQ file with the same integers (`qdq.py`) for
+ONNX Runtime and OpenVINO. Cached beside the float files, keyed by the generator's sources.
 """
 
 from __future__ import annotations
@@ -35,6 +36,21 @@ def twin_file(name: str) -> Path:
         data = quantize_tflite(nets.network_files(spec)[1].read_bytes(), frames)
         tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
         tmp.write_bytes(data)
+        os.replace(tmp, path)
+    return path
+
+
+def qdq_file(name: str) -> Path:
+    """The int8 twin as ONNX QDQ (NCHW), written from its `.tflite`, generated once."""
+    here = Path(__file__).parent
+    tflite = twin_file(name)
+    key = hashlib.sha256(tflite.read_bytes() + (here / "qdq.py").read_bytes())
+    path = tflite.with_name(f"{name}-qdq-{key.hexdigest()[:8]}.onnx")
+    if not path.exists():
+        from tvmtui.workloads.qdq import tflite_to_qdq
+
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_bytes(tflite_to_qdq(tflite.read_bytes()))
         os.replace(tmp, path)
     return path
 
