@@ -9,6 +9,7 @@ import onnx
 import pytest
 
 from tests.user_models import (
+    dynamically_quantized_onnx,
     int8_strided_slice_tflite,
     padded_residual_onnx,
     shape_reshape_onnx,
@@ -216,3 +217,23 @@ def test_app_prompts_for_a_symbolic_input_shape(tmp_path):
             assert not (tmp_path / "sessions").exists() or not any((tmp_path / "sessions").iterdir())
 
     asyncio.run(scenario())
+
+
+def test_dynamically_quantized_matmuls_tune_with_parity_and_convolutions_are_refused(cli, tmp_path):
+    """DynamicQuantizeLinear + MatMulInteger imports and matches ONNX Runtime; ConvInteger,
+    which TVM's importer lacks, is refused up front, naming it and what to do instead."""
+    path = tmp_path / "dynamic_matmul.onnx"
+    path.write_bytes(dynamically_quantized_onnx(tmp_path, conv=False))
+    ops = {n.op_type for n in onnx.load(path).graph.node}
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= ops
+    row = _tune_and_bench(cli, path, "dynamic", "onnxruntime")
+    assert row["parity"]["passed"], row["parity"]
+    conv = tmp_path / "dynamic_conv.onnx"
+    conv.write_bytes(dynamically_quantized_onnx(tmp_path, conv=True))
+    with pytest.raises(UserError, match=r"cannot import: ConvInteger \(node #\d+\); it is "
+                       r"dynamically quantized.*quantize_static") as err:
+        load_workload(str(conv))
+    assert "\n" not in str(err.value)
+    refused = cli.run("tune", str(conv), "--trials", "2")
+    assert refused.returncode == 2 and "ConvInteger" in refused.stderr
+    assert "Traceback" not in refused.stderr

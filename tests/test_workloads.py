@@ -78,3 +78,4 @@ def test_operator_tvm_cannot_import_is_named(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     with pytest.raises(UserError, match=r"cannot import: Det \(node det0\)"):
         load_workload(str(path))
+

@@ -197,3 +197,36 @@ def padded_residual_onnx() -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return model.SerializeToString()
+
+
+def dynamically_quantized_onnx(tmp_path, conv: bool) -> bytes:
+    """ONNX Runtime's dynamic quantizer (DynamicQuantizeLinear, then MatMulInteger or
+    ConvInteger) on a small float model: two MatMuls (64 -> 33 -> 10) with a ReLU between,
+    after a 3x3 conv 3->8 when `conv`."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    rng = np.random.default_rng(5)
+    first = 8 * 6 * 6 if conv else 64
+    nodes = [helper.make_node("MatMul", ["flat", "m1"], ["h"]),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "m2"], ["output"])]
+    inits = [_init("m1", rng.standard_normal((first, 33)).astype(np.float32) * 0.1),
+             _init("m2", rng.standard_normal((33, 10)).astype(np.float32) * 0.2)]
+    if conv:
+        nodes[:0] = [helper.make_node("Conv", ["input", "w"], ["c"]),
+                     helper.make_node("Reshape", ["c", "shape"], ["flat"])]
+        inits += [_init("w", rng.standard_normal((8, 3, 3, 3)).astype(np.float32)),
+                  _init("shape", np.array([1, -1], np.int64))]
+        shape = [1, 3, 8, 8]
+    else:
+        nodes[0].input[0] = "input"
+        shape = [1, 64]
+    graph = helper.make_graph(
+        nodes, "dynamic", [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "float.onnx")
+    quantize_dynamic(tmp_path / "float.onnx", tmp_path / "dynamic.onnx",
+                     weight_type=QuantType.QInt8)
+    return (tmp_path / "dynamic.onnx").read_bytes()

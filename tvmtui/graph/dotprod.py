@@ -12,8 +12,13 @@ schedule (`tuning/rules.py`, by the block's `schedule_rule`) tiles registers and
 tensorizes with tvmtui's own intrinsic (`DOT_VNNI`): TVM 0.27's ships the LLVM intrinsic's
 pre-LLVM-21 signature (i32 operands), which LLVM 22 rejects.
 
-Layers this does not fit (depthwise, an RGB input, other chips) stay on TOPI's integer
-code, which vectorizes int32 multiply-adds.
+From rewrite revision 16, a layer with a few input channels that do not come in fours (an
+RGB or grayscale input: 3 channels, blocked NCHW1c) runs there too: its channels are padded
+with zeros to the next multiple of 4, the input's as it is read unsigned, the weights' at
+compile time, so the padding adds nothing to any sum.
+
+Layers this does not fit (depthwise, other chips) stay on TOPI's integer code, which
+vectorizes int32 multiply-adds.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import numpy as np
 RULE_DOT = "tvmtui.dot_conv2d_NCHWc"  # the schedule rule of a dot-product conv block
 DOT_VNNI = "tvmtui_dot_16x4_u8i8i32_vnni"  # the tensor intrinsic it tensorizes with
 LANES, REDUCE = 16, 4  # output channels per instruction, input channels each one sums
+FEW_CHANNELS = 16  # up to this many input channels may be padded to a multiple of REDUCE
 
 
 def instruction(target) -> str | None:
@@ -54,8 +60,9 @@ def task_instruction(mod, target) -> str | None:
     return None
 
 
-def applies(call, target) -> bool:
-    """Whether a blocked conv2d call can run on the dot-product instruction here."""
+def applies(call, target, pad_channels: bool = False) -> bool:
+    """Whether a blocked conv2d call can run on the dot-product instruction here;
+    `pad_channels` (revision 16): also one with a few input channels not in fours."""
     a = call.attrs
     data, kernel = call.args[0], call.args[1]
     if instruction(target) is None or str(a.out_dtype) != "int32" or int(a.groups) != 1:
@@ -68,7 +75,10 @@ def applies(call, target) -> bool:
             f"OIHW{layout[4:-1]}i{LANES}o":
         return False
     block = int(layout[4:-1])
-    if block % REDUCE or any(int(p) for p in a.padding) or any(int(d) != 1 for d in a.dilation):
+    channels = int(data.ty.shape[1]) * block
+    if block % REDUCE and not (pad_channels and channels <= FEW_CHANNELS):
+        return False
+    if any(int(p) for p in a.padding) or any(int(d) != 1 for d in a.dilation):
         return False
     return _constant(kernel) is not None
 
@@ -86,13 +96,17 @@ def legalize(bb, call):
     a = call.attrs
     data = call.args[0]
     weight = _constant(call.args[1]).astype(np.int8)  # (O/16, I/b, KH, KW, b, 16)
+    signed = str(data.ty.dtype) == "int8"
+    if weight.shape[4] % REDUCE:  # a few channels, padded to a multiple of 4 (one block)
+        weight = _padded_weight(weight)
+        data = bb.emit_te(_padded_unsigned, data, weight.shape[4], signed,
+                          primfunc_name_hint="as_unsigned")
+    elif signed:
+        data = bb.emit_te(_as_unsigned, data, primfunc_name_hint="as_unsigned")
     oc, ic, kh, kw, block, lanes = weight.shape
     packed = np.ascontiguousarray(
         weight.reshape(oc, ic, kh, kw, block // REDUCE, REDUCE, lanes).transpose(
             0, 1, 2, 3, 4, 6, 5))
-    signed = str(data.ty.dtype) == "int8"
-    if signed:
-        data = bb.emit_te(_as_unsigned, data, primfunc_name_hint="as_unsigned")
     strides = [int(s) for s in a.strides]
     out = bb.emit_te(_dot_conv, data, relax.const(packed), strides,
                      primfunc_name_hint="dot_conv2d_NCHWc")
@@ -101,6 +115,34 @@ def legalize(bb, call):
     offset = 128 * weight.astype(np.int64).sum(axis=(1, 2, 3, 4))  # (O/16, 16)
     offset = relax.const(offset.reshape(1, oc, 1, 1, lanes).astype(np.int32))
     return relax.op.subtract(out, offset)
+
+
+def _padded_weight(weight: np.ndarray) -> np.ndarray:
+    """(O/16, I/b, KH, KW, b, 16) weights as one block of all input channels, zero-padded
+    to a multiple of 4: (O/16, 1, KH, KW, 4k, 16)."""
+    oc, ic, kh, kw, block, lanes = weight.shape
+    channels = ic * block
+    whole = weight.transpose(0, 2, 3, 1, 4, 5).reshape(oc, kh, kw, channels, lanes)
+    padded = np.zeros((oc, kh, kw, -(-channels // REDUCE) * REDUCE, lanes), np.int8)
+    padded[:, :, :, :channels] = whole
+    return padded[:, None]
+
+
+def _padded_unsigned(data, channels: int, signed: bool):
+    """NCHW[b]c data with few channels as one block of `channels` unsigned bytes (read
+    as `_as_unsigned` when `signed`), zeros past the input's own channels."""
+    from tvm import te, tirx
+
+    n, chunks, h, w, block = (int(d) for d in data.shape)
+
+    def value(b, y, x, c):
+        v = data[b, tirx.min(c // block, chunks - 1), y, x, c % block]
+        if signed:
+            v = tirx.bitwise_xor(v, tirx.const(-128, "int8"))
+        return tirx.if_then_else(c < chunks * block, v.astype("uint8"), tirx.const(0, "uint8"))
+
+    return te.compute((n, 1, h, w, channels), lambda b, _, y, x, c: value(b, y, x, c),
+                      name="as_unsigned")
 
 
 def _as_unsigned(data):

@@ -186,6 +186,10 @@ def _file_workload(path: Path, fmt: str, data: bytes, shapes: dict[str, list[int
     )
 
 
+# ONNX Runtime's dynamic quantizer writes these after each DynamicQuantizeLinear.
+DYNAMIC_QUANTIZED = ("ConvInteger", "MatMulInteger")
+
+
 def unsupported_onnx_ops(model) -> list[str]:
     """Operator types in the graph that TVM's Relax ONNX frontend cannot import."""
     from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
@@ -225,9 +229,12 @@ def _load_onnx_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
     shapes = _pin_shapes(model, overrides, str(path))
     missing = unsupported_onnx_ops(model)
     if missing:
+        dynamic = any(m.startswith(DYNAMIC_QUANTIZED) for m in missing)
         raise UserError(
             f"{path} uses operators TVM's ONNX frontend cannot import: {', '.join(missing)}"
-        )
+            + ("; it is dynamically quantized (integer ops with scales computed at run time):"
+               " quantize it statically (QDQ, onnxruntime's quantize_static) or tune the float"
+               " model" if dynamic else ""))
     return _checked(_file_workload(path, "onnx", _canonical_bytes(model), shapes, overrides))
 
 
