@@ -363,3 +363,34 @@ def test_twins_are_written_as_the_converter_writes_them():
     np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-5)
     assert ops(_int8(_conv(5, 7, 3, 1, 1, "relu6", bn=True), (1, 5, 9, 11))) == \
         ["QUANTIZE", "PAD", "CONV_2D", "DEQUANTIZE"]
+
+
+@pytest.mark.parametrize("revision", [15, 16])
+def test_quantize_rounds_half_away_from_zero_at_every_edge(revision):
+    """QUANTIZE as LiteRT's reference computes it (`round(x / scale) + zero point`, clamped),
+    for halves, the floats next to them, and values past the int8 range; revision 16's
+    `t + trunc(2 * (v - t))` and revision 14's select on the fraction alike."""
+    tvm, target = _target()
+    from tvm import relax
+
+    from tvmtui.graph.fixedpoint import Emitter
+
+    scale, zero_point = np.float32(0.5), -3
+    halves = np.arange(-300, 300, dtype=np.float32) + np.float32(0.5)
+    v = np.concatenate([halves, np.nextafter(halves, 0), np.nextafter(halves, 1e9),
+                        np.nextafter(halves, -1e9), [0.0, -0.0, 1e9, -1e9, 2.0 ** 23 + 1]])
+    x = (v.astype(np.float32) * scale).astype(np.float32)
+    bb = relax.BlockBuilder()
+    var = relax.Var("x", relax.TensorType(list(x.shape), "float32"))
+    with bb.function("main", [var]):
+        with bb.dataflow():
+            out = bb.emit_output(Emitter(bb).quantize(var, float(scale), zero_point, "int8",
+                                                      revision=revision))
+        bb.emit_func_output(out)
+    vm = relax.VirtualMachine(relax.build(bb.get(), target=target), tvm.cpu())
+    got = vm["main"](tvm.runtime.tensor(x)).numpy()
+    q = x / scale  # float32, as TFLite divides
+    want = np.clip(np.trunc(q + np.copysign(np.float64(0.5), q)).astype(np.int64) + zero_point,
+                   -128, 127)
+    # np.trunc(q + 0.5) in float64 is std::round's half away from zero for these q
+    assert got.dtype == np.int8 and np.array_equal(got.astype(np.int64), want)

@@ -72,18 +72,28 @@ class Emitter:
             return relax.const(array.reshape(()).item(), dtype)
         return relax.const(array.reshape(shape) if shape is not None else array, dtype)
 
-    def quantize(self, x, scale: float, zero_point: int, dtype: str):
+    def quantize(self, x, scale: float, zero_point: int, dtype: str, revision: int = 16):
         """TFLite's QUANTIZE of a float tensor: `x / scale` in float32 rounded half away
-        from zero (TVM's `quantize` rounds half to even), plus the zero point, clamped."""
+        from zero (TVM's `quantize` rounds half to even), plus the zero point, clamped.
+        From revision 16 the rounding is `t + trunc(2 * (v - t))` with `t = trunc(v)`, exact
+        in float32 (the fraction and its double are), and the float goes to int32 before
+        `dtype`: revision 14's select on `|v - t| >= 0.5` and direct float -> int8 cast made
+        LLVM extract each byte (DQN's 84x84x4 input took 19 us, a quarter of its network)."""
         from tvm import relax
 
         op = relax.op
         v = self.emit(op.divide(x, self.const(scale, "float32")))
         whole = self.emit(op.trunc(v))
+        lo, hi = dtype_range(dtype)
+        if revision >= 16:
+            twice = op.multiply(op.subtract(v, whole), self.const(2.0, "float32"))
+            v = self.emit(op.add(whole, op.trunc(twice)))
+            v = self.emit(op.add(v, self.const(float(zero_point), "float32")))
+            return self.cast(self.cast(self.clamp(v, float(lo), float(hi), "float32"), "int32"),
+                             dtype)
         half = self.emit(op.greater_equal(op.abs(op.subtract(v, whole)),
                                           self.const(0.5, "float32")))
         v = self.emit(op.add(whole, op.where(half, op.sign(v), self.const(0.0, "float32"))))
-        lo, hi = dtype_range(dtype)
         v = self.emit(op.add(v, self.const(float(zero_point), "float32")))
         return self.cast(self.clamp(v, float(lo), float(hi), "float32"), dtype)
 

@@ -98,7 +98,7 @@ def _const(expr) -> np.ndarray | None:
     return expr.value.numpy() if isinstance(expr, tvm.ir.expr.GenericConst) else None
 
 
-def lower_integer(mod, revision: int = 15) -> tuple[object, IntegerPlan]:
+def lower_integer(mod, revision: int = 16) -> tuple[object, IntegerPlan]:
     """`mod` (as TVM's TFLite importer wrote it) with its quantized regions in integer
     arithmetic (see the module's docstring), and what was done; `revision` 14 computes a
     fully connected layer's multiplier as that revision did (`REWRITE_REVISION`)."""
@@ -179,7 +179,7 @@ def lower_integer(mod, revision: int = 15) -> tuple[object, IntegerPlan]:
             name, inner = self.op_of(call.args[0])
             if name is None and str(call.args[0].ty.dtype) == "float32":  # a QUANTIZE
                 plan.lowered["quantize"] = plan.lowered.get("quantize", 0) + 1
-                return Emitter(self.builder_).quantize(call.args[0], *out)
+                return Emitter(self.builder_).quantize(call.args[0], *out, revision=revision)
             lowered = None
             try:
                 lowered = self.region(name, inner, out, call)
