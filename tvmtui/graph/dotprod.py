@@ -14,8 +14,8 @@ pre-LLVM-21 signature (i32 operands), which LLVM 22 rejects.
 
 From rewrite revision 16, a layer with a few input channels that do not come in fours (an
 RGB or grayscale input: 3 channels, blocked NCHW1c) runs there too: its channels are padded
-with zeros to the next multiple of 4, the input's as it is read unsigned, the weights' at
-compile time, so the padding adds nothing to any sum.
+to the next multiple of 4: the weights' with zeros at compile time, so whatever the
+input's padding channels hold adds nothing to any sum.
 
 Layers this does not fit (depthwise, other chips) stay on TOPI's integer code, which
 vectorizes int32 multiply-adds.
@@ -130,16 +130,18 @@ def _padded_weight(weight: np.ndarray) -> np.ndarray:
 
 def _padded_unsigned(data, channels: int, signed: bool):
     """NCHW[b]c data with few channels as one block of `channels` unsigned bytes (read
-    as `_as_unsigned` when `signed`), zeros past the input's own channels."""
+    as `_as_unsigned` when `signed`). The padding channels repeat the first ones: their
+    weights are zero, and an unconditional read stays in bounds when vectorized."""
     from tvm import te, tirx
 
     n, chunks, h, w, block = (int(d) for d in data.shape)
+    whole = chunks * block
 
     def value(b, y, x, c):
-        v = data[b, tirx.min(c // block, chunks - 1), y, x, c % block]
+        v = data[b, c % whole // block, y, x, c % whole % block]
         if signed:
             v = tirx.bitwise_xor(v, tirx.const(-128, "int8"))
-        return tirx.if_then_else(c < chunks * block, v.astype("uint8"), tirx.const(0, "uint8"))
+        return v.astype("uint8")
 
     return te.compute((n, 1, h, w, channels), lambda b, _, y, x, c: value(b, y, x, c),
                       name="as_unsigned")
