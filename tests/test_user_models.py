@@ -175,6 +175,18 @@ def test_int8_zoo_twin_tunes_blocked_and_is_exact_against_litert_reference_kerne
     assert kernels["steps"]["tvm-tuned"] == 0
     assert kernels["steps"]["tflite"] is not None and kernels["steps"]["onnxruntime"] is not None
     assert report["variant"].startswith("NCHW")
+    assert report["float_twin"] is None  # no tuned float DQN on this chip yet
+    # with one, it is timed beside the int8 rows: "int8 vs float"
+    tuned = cli.run("tune", "dqn", "--trials", "4", "--variants", "nchw", "--session", "f32",
+                    "--json")
+    assert tuned.returncode == 0, tuned.stderr[-600:]
+    again = json.loads(cli.run("bench", "dqn-int8", "--json", "--frames", "2", "--repeats", "2",
+                               "--baselines", "tflite").stdout)
+    twin = again["float_twin"]
+    assert twin["session"] == "f32" and twin["workload"] == "dqn" and twin["median_ms"] > 0
+    int8_ms = next(b["median_ms"] for b in again["baselines"] if b["name"] == "tvm-tuned")
+    assert twin["int8_speedup"] == pytest.approx(twin["median_ms"] / int8_ms)
+    assert any(n.startswith("int8 vs float: ") and "session f32" in n for n in again["notes"])
     shown = json.loads(cli.run("sessions", "show", "d8", "--json").stdout)
     from tvmtui.graph.dotprod import instruction
     from tvmtui.tuning.tvm_env import import_tvm

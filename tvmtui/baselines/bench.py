@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from tvmtui.baselines import floattwin as ft
 from tvmtui.baselines import runners as rn
 from tvmtui.baselines.builds import tuned_library, untuned_library
 from tvmtui.baselines.host import RemoteRunner, RunnerSpec, RuntimeFailed
@@ -37,8 +38,6 @@ TOLERANCE = 1e-4
 # LiteRT's own XNNPACK kernels requantize in float and differ from the reference by up to
 # 2 steps at a MobileNet's or DQN's output, as did TVM's float (QDQ) lowering before 14.
 QUANT_STEPS = 2
-
-
 @dataclass
 class Parity:
     max_abs_err: float | None
@@ -109,6 +108,8 @@ class BenchReport:
     created: float = field(default_factory=time.time)
     seconds: float = 0.0
     device: str = "local CPU"  # where every row ran
+    # an int8 zoo twin: its float network tuned on this chip, timed beside it (`floattwin`)
+    float_twin: dict | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -149,6 +150,7 @@ class BenchRequest:
     options: dict = field(default_factory=dict)
     graph_hash: str = ""
     device: dict | None = None  # a board session's device: everything runs on that board
+    float_twin: ft.FloatTwin | None = None  # timed beside tvm-tuned, on its own frame
 
 
 class BoardLost(UserError):
@@ -161,12 +163,14 @@ class BoardLost(UserError):
 
 # ---- timing ---------------------------------------------------------------------------------
 def time_runners(runners: list[RemoteRunner], frame: list[np.ndarray], warmup: int,
-                 repeats: int, max_seconds: float, rounds: int = 5) -> dict[str, list[float]]:
+                 repeats: int, max_seconds: float, rounds: int = 5,
+                 own_frames: dict[str, list[np.ndarray]] | None = None) -> dict[str, list[float]]:
     """Seconds per timed run for each runner, measured in interleaved rounds. A runner
-    whose one run is slow gets fewer runs (`max_seconds` in all, never fewer than 5)."""
+    whose one run is slow gets fewer runs (`max_seconds` in all, never fewer than 5);
+    one named in `own_frames` runs its own frame (another model: an int8 twin's float)."""
     plan = {}
     for r in runners:
-        r.prepare(frame)
+        r.prepare((own_frames or {}).get(r.name, frame))
         per_run = r.warm(warmup)
         plan[r.name] = max(5, min(repeats, int(max_seconds / max(per_run, 1e-6))))
     samples: dict[str, list[float]] = {r.name: [] for r in runners}
@@ -316,8 +320,10 @@ def _load_all(req: BenchRequest, wanted: list[str], trials: int | None, board, w
     return loaded
 
 
-def _measure(req: BenchRequest, loaded: dict, results: dict[str, BaselineResult]):
-    """Parity against the reference, then timing; returns (reference, samples)."""
+def _measure(req: BenchRequest, loaded: dict, results: dict[str, BaselineResult],
+             twin: RemoteRunner | None = None):
+    """Parity against the reference, then timing (the float twin's too, on its own
+    frame); returns (reference, samples)."""
     reference = loaded.get("tvm-tuned") or loaded.get("tvm-untuned")
     if reference is not None:
         others = [r for r in loaded.values() if r is not reference]
@@ -327,8 +333,14 @@ def _measure(req: BenchRequest, loaded: dict, results: dict[str, BaselineResult]
         if reference.name == "tvm-tuned" and "tvm-untuned" in loaded:
             # the tuned row's own check: the same comparison, seen from its side
             results["tvm-tuned"].parity = results["tvm-untuned"].parity
-    samples = time_runners(list(loaded.values()), req.frames[0], req.warmup, req.repeats,
-                           req.max_seconds)
+    runners, own = list(loaded.values()), {}
+    if twin is not None:
+        from tvmtui.baselines.frames import seeded_frames
+
+        runners.append(twin)
+        own[twin.name] = seeded_frames(req.float_twin.model, 1)[0]
+    samples = time_runners(runners, req.frames[0], req.warmup, req.repeats, req.max_seconds,
+                           own_frames=own)
     return reference, samples
 
 
@@ -370,6 +382,8 @@ def run_bench(req: BenchRequest) -> BenchReport:
     results: dict[str, BaselineResult] = {}
     reference, samples, kernels = None, {}, None
     loaded = _load_all(req, wanted, trials, board, where, results)
+    twin, twin_reason = (None, "") if board is not None or "tvm-tuned" not in loaded \
+        else ft.start(req.float_twin, req.threads, req.options)
     try:
         if board is None or not board.lost:
             asked = [n for n in req.baselines if n != "tvm-tuned"] or req.baselines
@@ -377,14 +391,15 @@ def run_bench(req: BenchRequest) -> BenchReport:
                 place = "here" if board is None else "on the board"
                 raise UserError(f"none of the baselines asked for can run {place}: " + "; ".join(
                     f"{n}: {results[n].reason}" for n in asked))
-            reference, samples = _measure(req, loaded, results)
+            reference, samples = _measure(req, loaded, results, twin)
             kernels = _reference_kernels(req, loaded)
     except RuntimeFailed:
         if board is None or not board.lost:
             raise
     finally:
-        for runner in loaded.values():
+        for runner in [*loaded.values(), *([twin] if twin else [])]:
             runner.close()
+    twin_times = samples.pop(ft.FLOAT_TWIN, None)
     if board is not None and board.lost:
         # Nothing measured on a board that went away is trusted: its rows fail, unsaved.
         for row in results.values():
@@ -431,6 +446,10 @@ def run_bench(req: BenchRequest) -> BenchReport:
     )
     if kernels is not None:
         report.notes.append(kernels.note())
+    if req.float_twin is not None and board is None:
+        report.float_twin = ft.report(req.float_twin, twin_times,
+                                      tuned.median_ms if tuned else None, twin_reason)
+        report.notes.append(ft.note(report.float_twin))
     if board is not None:
         if board.emulated:
             report.notes.append(f"measured on an emulated board ({board.emulated}): the "

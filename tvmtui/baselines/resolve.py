@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tvmtui.baselines.floattwin import FloatTwin, find_float_twin
 from tvmtui.baselines.model import BenchModel, bench_model
 from tvmtui.errors import UserError
 from tvmtui.sessions import store as st
+from tvmtui.sessions.launch import best_same_chip_session
 from tvmtui.tuning import events as ev
 
 
@@ -23,23 +25,8 @@ class BenchTarget:
     note: str | None = None
     device: dict | None = None  # a board session's device: the baselines run on that board
     board_cores: int | None = None
+    float_twin: FloatTwin | None = None  # an int8 zoo twin's tuned float network
 
-
-def _matching_session(root: Path, graph_hash: str, target: dict) -> st.Session | None:
-    """The session that tuned this graph for this target on this very chip and reached the
-    lowest latency (a tune from another chip is not this chip's tuned build)."""
-    from tvmtui.devices.fingerprint import this_fingerprint
-    from tvmtui.sessions.launch import same_chip_sessions
-    from tvmtui.sessions.msdb import count_records
-
-    hits = [
-        s for s in same_chip_sessions(root, graph_hash, target, this_fingerprint().id)
-        if s.best_ms is not None and count_records(root / s.name / st.RECORD_DB) > 0
-    ]
-    if not hits:
-        return None
-    best = min(hits, key=lambda s: s.best_ms)
-    return st.Session.open(st.resolve_root(root, best.name), best.name)
 
 
 def resolve(root: Path, spec: str, shape_items: list[str] | None) -> BenchTarget:
@@ -64,7 +51,9 @@ def resolve(root: Path, spec: str, shape_items: list[str] | None) -> BenchTarget
         cores = (meta.get("fingerprint") or {}).get("cores") or meta["target"].get("num-cores")
         return BenchTarget(bench_model(workload, data), meta["target"], workload["graph_hash"],
                            session, writable=where == root, tuned_reason=None, device=remote,
-                           board_cores=int(cores) if remote and cores else None)
+                           board_cores=int(cores) if remote and cores else None,
+                           float_twin=None if remote else find_float_twin(
+                               root, workload.get("source", ""), meta["target"]))
 
     from tvmtui.devices.local import local_cpu_target
     from tvmtui.workloads import load_workload
@@ -72,7 +61,7 @@ def resolve(root: Path, spec: str, shape_items: list[str] | None) -> BenchTarget
     workload = load_workload(spec, shape_items)
     target = local_cpu_target()
     model = bench_model(workload.meta(), workload.model_bytes)
-    session = _matching_session(root, workload.graph_hash, target)
+    session = best_same_chip_session(root, workload.graph_hash, target)
     if session is None:
         return BenchTarget(
             model, target, workload.graph_hash, None, writable=False,
@@ -81,7 +70,8 @@ def resolve(root: Path, spec: str, shape_items: list[str] | None) -> BenchTarget
         )
     return BenchTarget(model, target, workload.graph_hash, session, writable=True,
                        tuned_reason=None,
-                       note=f"tvm-tuned uses session {session.name!r} (same graph and target)")
+                       note=f"tvm-tuned uses session {session.name!r} (same graph and target)",
+                       float_twin=find_float_twin(root, workload.source, target))
 
 
 def save_report(session: st.Session, report) -> None:

@@ -63,7 +63,7 @@ def cmd_bench(args) -> int:
         tolerance=args.tolerance, threads=threads, warmup=args.warmup, repeats=args.repeats,
         max_seconds=args.max_seconds, session=found.session, tuned_reason=found.tuned_reason,
         options={"armnn_delegate": args.armnn_delegate}, graph_hash=found.graph_hash,
-        device=found.device,
+        device=found.device, float_twin=found.float_twin,
     )
     try:
         report = run_bench(request)

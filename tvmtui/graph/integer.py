@@ -1,4 +1,4 @@
-"""Quantized TFLite layers as integer arithmetic, rounded as TFLite rounds (rewrite revisions 14-15).
+"""Quantized TFLite layers as integer arithmetic, rounded as TFLite rounds (rewrite revisions 14-16).
 
 TVM's TFLite importer turns every quantized operator into dequantize -> float operator ->
 quantize, so an int8 model computes in float and rounds each layer's output its own way:
@@ -101,7 +101,8 @@ def _const(expr) -> np.ndarray | None:
 def lower_integer(mod, revision: int = 16) -> tuple[object, IntegerPlan]:
     """`mod` (as TVM's TFLite importer wrote it) with its quantized regions in integer
     arithmetic (see the module's docstring), and what was done; `revision` 14 computes a
-    fully connected layer's multiplier as that revision did (`REWRITE_REVISION`)."""
+    fully connected layer's multiplier as that revision did, 14-15 round QUANTIZE as they
+    did (`REWRITE_REVISION`)."""
     from tvm import relax
 
     plan = IntegerPlan()

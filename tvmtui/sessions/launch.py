@@ -120,3 +120,19 @@ def same_chip_sessions(root: Path, graph_hash: str | None, target: dict,
         if fp == fingerprint_id:
             out.append(summary)
     return out
+
+
+def best_same_chip_session(root: Path, graph_hash: str, target: dict) -> st.Session | None:
+    """The session that tuned this graph for this target on this very chip and reached the
+    lowest latency (a tune from another chip is not this chip's tuned build)."""
+    from tvmtui.devices.fingerprint import this_fingerprint
+    from tvmtui.sessions.msdb import count_records
+
+    hits = [
+        s for s in same_chip_sessions(root, graph_hash, target, this_fingerprint().id)
+        if s.best_ms is not None and count_records(root / s.name / st.RECORD_DB) > 0
+    ]
+    if not hits:
+        return None
+    best = min(hits, key=lambda s: s.best_ms)
+    return st.Session.open(st.resolve_root(root, best.name), best.name)
