@@ -177,10 +177,10 @@ def test_int8_zoo_twin_tunes_blocked_and_is_exact_against_litert_reference_kerne
     assert report["variant"].startswith("NCHW")
     assert report["float_twin"] is None  # no tuned float DQN on this chip yet
     # with one, it is timed beside the int8 rows: "int8 vs float"
-    tuned = cli.run("tune", "dqn", "--trials", "4", "--variants", "nchw", "--session", "f32",
-                    "--json")
+    tuned = cli.run("tune", "dqn", "--trials", "16", "--variants", "nchw", "--session", "f32",
+                    "--no-reuse", "--json")  # every task measured: an estimate to pick it by
     assert tuned.returncode == 0, tuned.stderr[-600:]
-    again = json.loads(cli.run("bench", "dqn-int8", "--json", "--frames", "2", "--repeats", "2",
+    again = json.loads(cli.run("bench", "d8", "--json", "--frames", "2", "--repeats", "2",
                                "--baselines", "tflite").stdout)
     twin = again["float_twin"]
     assert twin["session"] == "f32" and twin["workload"] == "dqn" and twin["median_ms"] > 0
