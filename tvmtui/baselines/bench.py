@@ -38,6 +38,8 @@ TOLERANCE = 1e-4
 # LiteRT's own XNNPACK kernels requantize in float and differ from the reference by up to
 # 2 steps at a MobileNet's or DQN's output, as did TVM's float (QDQ) lowering before 14.
 QUANT_STEPS = 2
+
+
 @dataclass
 class Parity:
     max_abs_err: float | None
