@@ -30,7 +30,8 @@ HERE = Path(__file__).resolve().parent
 WRITER = r"""
 import fcntl, sys, time
 from pathlib import Path
-from tvmtui.sessions.store import Session, assets_dir
+from tvmtui.core.paths import assets_dir
+from tvmtui.sessions.store import Session
 root, rate, seconds = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 s = Session.open(root, "ui-bench")
 lock = open(root / "ui-bench" / "worker.lock", "a+")
@@ -61,7 +62,8 @@ s.set_meta(status="finished")
 
 
 async def drive(root: Path, seconds: float, rate: float) -> dict:
-    from tvmtui.sessions.store import Session, assets_dir
+    from tvmtui.core.paths import assets_dir
+    from tvmtui.sessions.store import Session
     from tvmtui.tui.app import TvmTuiApp
 
     demo_meta = Session.open(assets_dir(), "demo").meta()

@@ -87,7 +87,7 @@ start() {
     cp -r "$HERE/tvmtui" "$ROOTFS/opt/tvmtui/"
     exec chroot "$ROOTFS" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root \
         PYTHONPATH=/opt/py:/opt/tvmtui PYTHONDONTWRITEBYTECODE=1 \
-        python3 -m tvmtui.devices.server --host 127.0.0.1 --port "$port" \
+        python3 -m tvmtui.board --host 127.0.0.1 --port "$port" \
         --port-end "$((port + 20))" --tracker "$tracker" --key "$key"
 }
 

@@ -28,7 +28,7 @@ def _wait_port(port: int, timeout: float = 60.0) -> None:
 
 
 class Farm:
-    """`start()` a tracker; `add_server(key)` registers a `tvmtui.devices.server` under it."""
+    """`start()` a tracker; `add_server(key)` registers a `tvmtui.board` under it."""
 
     def __init__(self, log_dir):
         self.log_dir = log_dir
@@ -64,7 +64,7 @@ class Farm:
     def add_server(self, key: str, env_extra: dict | None = None) -> int:
         port = free_port()
         env = dict(os.environ, **(env_extra or {}))
-        proc = self._spawn(["tvmtui.devices.server", "--host", "127.0.0.1", "--port", str(port),
+        proc = self._spawn(["tvmtui.board", "--host", "127.0.0.1", "--port", str(port),
                             "--port-end", str(port + 1), "--tracker", self.tracker, "--key", key],
                            f"server-{port}.log", env)
         self.servers[port] = (proc, key)
@@ -101,10 +101,10 @@ class Farm:
 
 
 def standalone_server(log_dir) -> tuple[subprocess.Popen, int]:
-    """One `tvmtui.devices.server` with no tracker (an `rpc://HOST:PORT` device)."""
+    """One `tvmtui.board` with no tracker (an `rpc://HOST:PORT` device)."""
     port = free_port()
     log = open(log_dir / f"standalone-{port}.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "tvmtui.devices.server", "--host", "127.0.0.1",
+    proc = subprocess.Popen([sys.executable, "-m", "tvmtui.board", "--host", "127.0.0.1",
                              "--port", str(port), "--port-end", str(port + 1)],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     _wait_port(port)

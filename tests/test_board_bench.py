@@ -1,5 +1,5 @@
 """`tvmtui bench` of a session tuned through a tracker: every runtime runs on that board
-(here a real `tvmtui.devices.server` on 127.0.0.1), parity against tuned TVM run there, a
+(here a real `tvmtui.board` on 127.0.0.1), parity against tuned TVM run there, a
 runtime the board lacks says so, and a board that drops mid-bench saves nothing."""
 
 from __future__ import annotations

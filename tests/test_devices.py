@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 
@@ -211,8 +213,6 @@ def test_bad_device_input(cli, farm):
 
 
 def _listening(port: int) -> list[str]:
-    import subprocess
-
     out = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True).stdout
     return [line.split()[3] for line in out.splitlines() if line.split()[3].endswith(f":{port}")]
 
@@ -220,9 +220,6 @@ def _listening(port: int) -> list[str]:
 def test_board_server_defaults_to_loopback_and_sigterm_stops_serving(tmp_path):
     """TVM's RPC runs uploaded code unauthenticated: the default address is 127.0.0.1, and
     SIGTERM (what systemd and kill send) stops TVM's listening child too."""
-    import subprocess
-    import sys
-
     import psutil
 
     port = free_port()
@@ -255,3 +252,21 @@ def test_a_faked_fingerprint_says_so():
     fake = fake_fingerprint(real, "stepping=99")
     assert fake.id != real.id and "FAKED" in fake.label() and "FAKED" not in real.label()
     assert fake.to_json()["faked"] == "stepping=99"
+
+
+def test_version_names_the_tvm_llvm_and_chip_it_runs_on():
+    from importlib.metadata import version
+
+    import tvmtui
+    from tvmtui.devices.fingerprint import local_fingerprint
+
+    out = subprocess.run([sys.executable, "-m", "tvmtui", "--version"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    first, runtime, chip = out.stdout.splitlines()
+    fp = local_fingerprint()
+    assert first == f"tvmtui {tvmtui.__version__}" == f"tvmtui {version('tvmtui')}"
+    assert runtime.startswith(f"TVM {version('apache-tvm')} (apache-tvm-ffi "
+                              f"{version('apache-tvm-ffi')}), LLVM {fp.llvm}, Python ")
+    assert chip.startswith(f"chip: {fp.model_name} ({fp.arch}, {fp.cores} cores; ")
+    assert chip.endswith(f"fingerprint {fp.id})") and all(f in chip for f in fp.isa)

@@ -16,7 +16,7 @@ from tests.user_models import padded_residual_onnx, shape_reshape_onnx, small_cn
 
 HARNESS = textwrap.dedent("""
     import json, sys
-    from tvmtui.errors import UserError
+    from tvmtui.core.errors import UserError
     from tvmtui.workloads.loader import load_workload
     for path in sys.argv[1:]:
         print(json.dumps({"path": path, "start": True}), flush=True)

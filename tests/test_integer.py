@@ -19,7 +19,7 @@ from tvmtui.workloads.tflite_writer import TfliteNet
 
 def _target():
     from tvmtui.devices.local import local_cpu_target
-    from tvmtui.tuning.tvm_env import import_tvm
+    from tvmtui.kernels.tvm_env import import_tvm
 
     tvm = import_tvm(local_cpu_target())
     return tvm, tvm.target.Target(local_cpu_target())
@@ -284,7 +284,7 @@ def test_every_design_of_a_dot_product_task_computes_its_kernel(channels):
 
     from tvmtui.graph import lowering
     from tvmtui.graph.dotprod import task_instruction
-    from tvmtui.tuning import rules
+    from tvmtui.kernels import rules
 
     model = _int8(_few_channels(channels), (1, channels, 15, 13))
     base = load_relax("tflite", model, {"input": [1, 15, 13, channels]})
@@ -322,7 +322,7 @@ def test_every_design_of_a_dot_product_task_computes_its_kernel(channels):
 
 
 def test_dot_tiles_fit_the_registers_and_divide_the_row():
-    from tvmtui.tuning.rules import MAX_DOT_ACC, dot_tiles
+    from tvmtui.kernels.rules import MAX_DOT_ACC, dot_tiles
 
     for chunks, width in ((4, 7), (2, 9), (32, 14), (1, 1), (3, 20)):
         tiles = dot_tiles(chunks, width)

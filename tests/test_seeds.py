@@ -11,6 +11,7 @@ import pytest
 from tests.test_variants import conv_net
 from tvmtui.tuning import search as sd_search
 from tvmtui.tuning import seeds as sd
+from tvmtui.tuning.schedules import module_hash
 
 SHAPES = [  # (n, chunks, oh, ow, lanes, ic, kh, kw): C12, C2, an odd 3x3 map, an RGB input,
     # MobileNet's 1x1 layers (14x14, 56x56, 7x7) and a 1x1 whose chunks and map are odd
@@ -61,7 +62,7 @@ def test_avx512_tiles_use_its_registers_and_keep_short_rows_whole():
 def test_four_lane_targets_with_16_registers_keep_14_accumulators(target, registers):
     import tvm
 
-    from tvmtui.graph.variants import vector_block, vector_registers
+    from tvmtui.graph.blocking import vector_block, vector_registers
 
     target = tvm.target.Target(target)
     assert vector_registers(target) == registers
@@ -98,7 +99,7 @@ def test_seeds_compute_the_convolution(k, h, w, stride, block):
     from tvm.s_tir import meta_schedule as ms
 
     from tvmtui.devices.local import local_cpu_target
-    from tvmtui.tuning.tvm_env import import_tvm
+    from tvmtui.kernels.tvm_env import import_tvm
 
     import_tvm(local_cpu_target())
     target = tvm.target.Target(local_cpu_target())
@@ -211,7 +212,7 @@ def test_depthwise_seeds_compute_the_convolution(c, h, w, stride):
     from tvm.s_tir import meta_schedule as ms
 
     from tvmtui.devices.local import local_cpu_target
-    from tvmtui.tuning.tvm_env import import_tvm
+    from tvmtui.kernels.tvm_env import import_tvm
 
     import_tvm(local_cpu_target())
     target = tvm.target.Target(local_cpu_target())
@@ -256,7 +257,7 @@ def test_blocked_depthwise_seeds_compute_the_convolution(h, w, stride, reg):
 
     from tvmtui.devices.local import local_cpu_target
     from tvmtui.graph.variants import _depthwise_nchwc
-    from tvmtui.tuning.tvm_env import import_tvm
+    from tvmtui.kernels.tvm_env import import_tvm
 
     import_tvm(local_cpu_target())
     target = tvm.target.Target(local_cpu_target())
@@ -422,7 +423,7 @@ def test_an_evolved_batch_keeps_its_spare_candidates_for_a_short_remainder():
     from tvm.s_tir import meta_schedule as ms
 
     from tvmtui.devices.local import local_cpu_target
-    from tvmtui.tuning.tvm_env import import_tvm
+    from tvmtui.kernels.tvm_env import import_tvm
 
     import_tvm(local_cpu_target())
     target = tvm.target.Target(local_cpu_target())
@@ -439,16 +440,16 @@ def test_an_evolved_batch_keeps_its_spare_candidates_for_a_short_remainder():
                    database=ms.database.MemoryDatabase(), cost_model=ms.cost_model.RandomModel())
     first = strategy.generate_measure_candidates()
     assert len(first) == 8 and len(strategy.spare) == sd_search.SPARE
-    spare = [sd_search.module_hash(c.sch.mod) for c in strategy.spare]
-    memory.known.update(sd_search.module_hash(c.sch.mod) for c in first)
+    spare = [module_hash(c.sch.mod) for c in strategy.spare]
+    memory.known.update(module_hash(c.sch.mod) for c in first)
     memory.known.add(spare[0])  # measured meanwhile (a record reused from elsewhere)
     memory.allowance = 2
     second = strategy.generate_measure_candidates()
-    assert [sd_search.module_hash(c.sch.mod) for c in second] == spare[1:3]
+    assert [module_hash(c.sch.mod) for c in second] == spare[1:3]
     assert memory.allowance == 0
     # A remainder larger than what is left searches afresh, unmeasured schedules only.
     memory.known.update(spare[1:3])
     memory.allowance = 8
     third = strategy.generate_measure_candidates()
     assert len(third) == 8
-    assert not {sd_search.module_hash(c.sch.mod) for c in third} & memory.known
+    assert not {module_hash(c.sch.mod) for c in third} & memory.known

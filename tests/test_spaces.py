@@ -8,7 +8,7 @@ def _lstm_tasks():
     from tvmtui.graph import lowering
     from tvmtui.graph import variants as gv
     from tvmtui.graph.relax_import import load_relax
-    from tvmtui.tuning.tvm_env import import_tvm
+    from tvmtui.kernels.tvm_env import import_tvm
     from tvmtui.workloads import load_workload
 
     tvm = import_tvm(local_cpu_target())

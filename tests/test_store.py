@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 from tvmtui.sessions.catalog import list_sessions
 from tvmtui.sessions.msdb import repair_json_lines
 from tvmtui.sessions.store import Session, check_name
@@ -174,7 +174,7 @@ def _small_database(folder):
     from tvm.s_tir import meta_schedule as ms
 
     from tvmtui.devices.local import local_cpu_target
-    from tvmtui.tuning.tvm_env import import_tvm
+    from tvmtui.kernels.tvm_env import import_tvm
 
     tvm = import_tvm(local_cpu_target())
     a, b = te.placeholder((64, 64), name="A"), te.placeholder((64, 64), name="B")

@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
+from tvmtui.core.events import EVENT_NAMES
 from tvmtui.sessions.store import RECORD_DB
-from tvmtui.tuning.events import EVENT_NAMES
 from tvmtui.tuning.search import UNROLL_KEY
 
 CONTRACT_TRIAL_KEYS = {"event", "t", "task", "trial", "build_s", "run_s", "predicted",

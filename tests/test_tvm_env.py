@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 SCRIPT = """
-from tvmtui.tuning.tvm_env import import_tvm
+from tvmtui.kernels.tvm_env import import_tvm
 import_tvm({"kind": "llvm", "mtriple": "x86_64-linux-gnu"})
 from tvm.s_tir import TensorIntrin
 
@@ -35,21 +35,21 @@ def test_llvm_facts_are_cached_per_tvm_build_and_cpu(tmp_path, monkeypatch):
     a cache written for another TVM build or CPU is asked again, not believed."""
     import json
 
-    from tvmtui.devices import local
+    from tvmtui.devices import fingerprint
 
     monkeypatch.setenv("TVMTUI_CACHE", str(tmp_path))
-    first = local.llvm_facts()
+    first = fingerprint.llvm_facts()
     cached = json.loads((tmp_path / "llvm-host.json").read_text())
-    assert cached == {"key": local._facts_key(), "facts": first} and first["cpu"]
+    assert cached == {"key": fingerprint._facts_key(), "facts": first} and first["cpu"]
     (tmp_path / "llvm-host.json").write_text(json.dumps({"key": "other", "facts": {"cpu": "x"}}))
-    assert local.llvm_facts() == first
-    assert json.loads((tmp_path / "llvm-host.json").read_text())["key"] == local._facts_key()
+    assert fingerprint.llvm_facts() == first
+    assert json.loads((tmp_path / "llvm-host.json").read_text())["key"] == fingerprint._facts_key()
 
 
 def test_candidates_and_libraries_compile_with_the_codegen_options_once():
     from tvmtui.devices.local import local_cpu_target
     from tvmtui.graph.lowering import CODEGEN_CL_OPTS, codegen_target
-    from tvmtui.tuning.tvm_env import import_tvm
+    from tvmtui.kernels.tvm_env import import_tvm
 
     tvm = import_tvm(local_cpu_target())
     target = tvm.target.Target(local_cpu_target())

@@ -17,7 +17,7 @@ from tests.user_models import (
     with_float16_weights,
     with_sparse_dense_weight,
 )
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 from tvmtui.workloads.loader import graph_hash, load_workload
 
 
@@ -189,7 +189,7 @@ def test_int8_zoo_twin_tunes_blocked_and_is_exact_against_litert_reference_kerne
     assert any(n.startswith("int8 vs float: ") and "session f32" in n for n in again["notes"])
     shown = json.loads(cli.run("sessions", "show", "d8", "--json").stdout)
     from tvmtui.graph.dotprod import instruction
-    from tvmtui.tuning.tvm_env import import_tvm
+    from tvmtui.kernels.tvm_env import import_tvm
 
     tvm = import_tvm(shown["target"])
     chip = instruction(tvm.target.Target(shown["target"]))

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx import load_from_string as onnx_load
 
-from tvmtui.graph import lowering
+from tvmtui.graph import blocking, lowering
 from tvmtui.graph import variants as gv
 from tvmtui.graph.relax_import import load_relax
 from tvmtui.graph.winograd import MIN_CHANNELS, winograd_error
@@ -44,7 +44,7 @@ def conv_net(layers, in_shape, seed=0) -> bytes:
 
 def _target():
     from tvmtui.devices.local import local_cpu_target
-    from tvmtui.tuning.tvm_env import import_tvm
+    from tvmtui.kernels.tvm_env import import_tvm
 
     tvm = import_tvm(local_cpu_target())
     return tvm, tvm.target.Target(local_cpu_target())
@@ -83,7 +83,7 @@ def test_each_variant_matches_onnxruntime(variant, net):
     layers, shape = NETS[net]
     err, plan = _run_variant(conv_net(layers, shape), shape, variant)
     assert err < 1e-4, (variant, net, err)
-    block = gv.vector_block(_target()[1])
+    block = blocking.vector_block(_target()[1])
     if variant == "nchwc":  # every layer whose output channels divide by the block
         assert plan.rewritten == sum(co % block == 0 for co, _, _ in layers)
     if variant == "winograd":  # the 3x3 stride-1 layers with >= 16 channels, but for
@@ -103,13 +103,13 @@ def test_sessions_keep_the_rewrite_they_were_tuned_with():
     model = conv_net(layers, shape)
     _, target = _target()
     base = load_relax("onnx", model, {"input": list(shape)})
-    block = gv.vector_block(target)
+    block = blocking.vector_block(target)
     old = gv.prepare(base, target, "nchwc", revision=1)[1]
     new = gv.prepare(base, target, "nchwc", revision=2)[1]
     assert old.rewritten == sum(ci % block == 0 and co % block == 0
                                 for ci, (co, _, _) in zip([3, 16], layers))
     assert new.rewritten == old.rewritten + 1
-    assert [gv.input_block(c, 8) for c in (3, 4, 12, 16)] == [1, 4, 4, 8]
+    assert [blocking.input_block(c, 8) for c in (3, 4, 12, 16)] == [1, 4, 4, 8]
 
 
 def relu6_net(shape=(1, 16, 9, 9), seed=0) -> bytes:
@@ -149,7 +149,7 @@ def test_blocked_layout_passes_through_relu6():
     err, plan = _run_variant(model, shape, "nchwc")
     assert err < 1e-4 and plan.rewritten == 2
     _, target = _target()
-    block = gv.vector_block(target)
+    block = blocking.vector_block(target)
     for revision, transforms in ((2, 2), (1, 4)):
         base = load_relax("onnx", model, {"input": list(shape)}, revision)
         plan = gv.Plan("nchwc", "")
@@ -454,7 +454,7 @@ def test_subpixel_matches_onnxruntime(k, stride, pad, hw, out_pad, cout):
     for revision in (3, 5):
         mod, _ = gv.prepare(base, target, "subpixel", revision=revision)
         rows = int(mod["conv2d_phases"].params[-1].shape[2])  # its output buffer
-        block = gv.input_block(stride * stride * cout, gv.vector_block(target))
+        block = blocking.input_block(stride * stride * cout, blocking.vector_block(target))
         exact = revision >= 5 and cout % block == 0
         late = 0 if exact else (stride - 1 + pad) // stride  # the largest phase offset
         assert rows == -(-oh // stride) + late, (revision, rows)
@@ -467,7 +467,7 @@ def test_blocked_depthwise_matches_onnxruntime(name):
     wl = load_workload(name)
     shape = wl.input_shapes["input"]
     err, plan = _run_variant(wl.model_bytes, shape, "nchwc")
-    block = gv.vector_block(_target()[1])
+    block = blocking.vector_block(_target()[1])
     assert err < 1e-5
     assert plan.rewritten == (1 if shape[1] % block == 0 else 0)
 
@@ -496,7 +496,7 @@ def test_reuse_across_sessions_is_marked_and_measured_again(cli, tmp_path):
     # replay re-runs RewriteLayout's recorded steps, whose module hashes apart from the
     # search's own candidate with the same schedule).
     from tvmtui.sessions.msdb import load_database
-    from tvmtui.tuning.search import module_hash
+    from tvmtui.tuning.schedules import module_hash
     from tvmtui.tuning.warmstart import record_candidate
 
     src = cli.session("src")

@@ -51,6 +51,10 @@ def test_wheel_installs_into_a_fresh_venv_with_stylesheet_and_demo(tmp_path):
     env.pop("TVMTUI_SESSIONS", None)
     cwd = tmp_path / "elsewhere"
     cwd.mkdir()
+    shown = subprocess.run([str(exe), "--version"], cwd=cwd, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0] == f"tvmtui {wheel.name.split('-')[1]}"  # the wheel's own
     listed = subprocess.run([str(exe), "zoo", "list", "--json"], cwd=cwd, env=env,
                             capture_output=True, text=True, timeout=300)
     assert listed.returncode == 0, listed.stderr

@@ -10,11 +10,11 @@ import onnxruntime as ort
 import pytest
 
 from tests.test_variants import NETS, _run_variant, _target, conv_net
-from tvmtui.graph import lowering
+from tvmtui.graph import blocking, lowering
 from tvmtui.graph import variants as gv
 from tvmtui.graph.relax_import import load_relax
 from tvmtui.graph.winograd import WINDOW
-from tvmtui.tuning import rules
+from tvmtui.kernels import rules
 
 
 @pytest.mark.parametrize("chunks,tiles", [(16, 49), (32, 16), (8, 196), (64, 4), (2, 4),
@@ -46,7 +46,7 @@ def test_every_design_of_a_blocked_winograd_layer_computes_the_convolution():
     builds after MetaSchedule's postprocessors and matches the unscheduled layer. Three
     channel blocks out (24 channels on AVX2, 48 on AVX-512)."""
     chunks, tiles = 3, 2 * 3  # 5x7 output in 4x4 tiles
-    cout = chunks * gv.vector_block(_target()[1])
+    cout = chunks * blocking.vector_block(_target()[1])
     tvm, target, tasks, plan = _winograd_task((1, 16, 7, 9), [(cout, 3, 1)])
     assert plan.rewritten == 1 and len(tasks) == 1
     assert tasks[0].task_name.startswith("fused_conv2d_winograd4_NCHWc")  # + its add, relu
@@ -156,8 +156,7 @@ def _sampled_and_enumerated(mod, target, samples: int) -> tuple[set[str], set[st
     from tvm import s_tir
     from tvm.s_tir import meta_schedule as ms
 
-    from tvmtui.tuning.schedules import every_schedule
-    from tvmtui.tuning.search import module_hash
+    from tvmtui.tuning.schedules import every_schedule, module_hash
 
     ctx = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply",
                          task_name="w", rand_state=1)

@@ -2,7 +2,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 from tvmtui.workloads import builtin, load_workload, parse_shapes
 
 

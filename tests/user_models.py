@@ -7,7 +7,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tvmtui.workloads.tflite_writer import TfliteNet, _schema, opcode_index, pack_model
+from tvmtui.graph.tflite_schema import opcode_index, pack_model, schema
+from tvmtui.workloads.tflite_writer import TfliteNet
 
 
 def _init(name: str, array: np.ndarray) -> onnx.TensorProto:
@@ -54,7 +55,7 @@ def small_cnn_tflite() -> bytes:
 
 
 def _reload(model_bytes: bytes):
-    S = _schema()
+    S = schema()
     return S, S.ModelT.InitFromPackedBuf(model_bytes, 0)
 
 
@@ -141,7 +142,7 @@ def with_sparse_dense_weight(model_bytes: bytes) -> bytes:
 
 def int8_strided_slice_tflite() -> bytes:
     """An int8 model whose only operator is a quantized STRIDED_SLICE (refused by TVM)."""
-    S = _schema()
+    S = schema()
 
     def tensor(name: str, shape, dtype, buffer: int = 0, quant: bool = False):
         t = S.TensorT()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tvmtui.commands.about import cmd_version
 from tvmtui.commands.app import cmd_app, cmd_replay
 from tvmtui.commands.catalog import cmd_devices, cmd_sessions, cmd_zoo
 from tvmtui.commands.results import cmd_bench, cmd_export
@@ -20,7 +21,7 @@ from tvmtui.commands.tuning import (
     cmd_stop,
     cmd_tune,
 )
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Tune TVM models with MetaSchedule; watch, control, export. "
         "Without a command: the interactive app.",
     )
+    parser.add_argument("--version", action="store_true",
+                        help="print the version, the TVM and LLVM it runs on, and this chip")
     parser.add_argument("--web", action="store_true", help="serve the app to a browser")
     parser.add_argument("--host", default="127.0.0.1", help="with --web (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="with --web (default 8000)")
@@ -177,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse prints its own one-line usage error
         return 2 if exc.code not in (0, None) else 0
     try:
+        if args.version:
+            return cmd_version()
         if not getattr(args, "command", None):
             args.sessions_dir = None
             return cmd_app(args)

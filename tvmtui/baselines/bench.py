@@ -21,16 +21,20 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tvmtui.baselines import floattwin as ft
 from tvmtui.baselines import runners as rn
 from tvmtui.baselines.builds import tuned_library, untuned_library
-from tvmtui.baselines.host import RemoteRunner, RunnerSpec, RuntimeFailed
+from tvmtui.baselines.host import RemoteRunner, RunnerSpec, RuntimeClient, RuntimeFailed
 from tvmtui.baselines.model import BenchModel
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
+
+if TYPE_CHECKING:
+    from tvmtui.sessions.store import Session
 
 TOLERANCE = 1e-4
 # A quantized output passes within this many of its quantization steps. Since rewrite
@@ -118,9 +122,9 @@ class BenchReport:
 
     def best_baseline(self) -> BaselineResult | None:
         """The fastest baseline that passed parity (what tuned TVM has to beat)."""
-        rows = [b for b in self.baselines
+        rows = [(b.median_ms, b) for b in self.baselines
                 if b.name != "tvm-tuned" and b.median_ms is not None and b.speedup is not None]
-        return min(rows, key=lambda b: b.median_ms) if rows else None
+        return min(rows, key=lambda row: row[0])[1] if rows else None
 
     def summary(self) -> dict:
         """What a session keeps in its metadata for listings."""
@@ -147,7 +151,7 @@ class BenchRequest:
     warmup: int = 10
     repeats: int = 100
     max_seconds: float = 10.0
-    session: object | None = None  # a `Session` whose records give tvm-tuned
+    session: Session | None = None  # whose records give tvm-tuned
     tuned_reason: str | None = None  # why there is no tuned session
     options: dict = field(default_factory=dict)
     graph_hash: str = ""
@@ -207,7 +211,7 @@ def check_parity(reference: RemoteRunner, others: list[RemoteRunner],
                  steps: tuple = ()) -> dict[str, Parity]:
     """Each runner against the reference on every frame. Outputs with a quantization step
     (`steps[i]`) pass within QUANT_STEPS of it; the others within `tolerance`."""
-    worst = {r.name: [0.0, 0.0, None] for r in others}
+    worst: dict[str, list[Any]] = {r.name: [0.0, 0.0, None] for r in others}  # abs, rel, problem
     worst_steps = {r.name: 0.0 for r in others}
     quantized = any(s for s in steps)
     for frame in frames:
@@ -223,18 +227,19 @@ def check_parity(reference: RemoteRunner, others: list[RemoteRunner],
                 continue
             if quantized and len(got) == len(ref) == len(steps) and \
                     all(a.shape == b.shape for a, b in zip(got, ref)):
-                for a, b, step in zip(got, ref, steps):
+                for mine, theirs, step in zip(got, ref, steps):
                     if step:  # both dequantized from integers: a whole number of steps
-                        diff = np.rint(np.abs(a.astype(np.float64) - b.astype(np.float64)) / step)
+                        diff = np.rint(np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
+                                       / step)
                         worst_steps[r.name] = max(worst_steps[r.name], float(diff.max()))
                 float_ref = [b for b, step in zip(ref, steps) if not step]
                 float_got = [a for a, step in zip(got, steps) if not step]
-                a, rel, problem = compare(float_ref, float_got)
-                a = max(a, max(float(np.abs(x.astype(np.float64) - y).max())
-                               for x, y, step in zip(got, ref, steps) if step))
+                abs_err, rel, problem = compare(float_ref, float_got)
+                abs_err = max(abs_err, max(float(np.abs(x.astype(np.float64) - y).max())
+                                           for x, y, step in zip(got, ref, steps) if step))
             else:
-                a, rel, problem = compare(ref, got)
-            w[0], w[1] = max(w[0], a), max(w[1], rel)
+                abs_err, rel, problem = compare(ref, got)
+            w[0], w[1] = max(w[0], abs_err), max(w[1], rel)
             w[2] = problem
     out = {}
     for name, (a, rel, problem) in worst.items():
@@ -265,7 +270,7 @@ def _pin(threads: int) -> None:
 
 def _spec(req: BenchRequest, name: str, trials: int | None) -> RunnerSpec:
     """Where each runtime comes from; the TVM builds are compiled here, in the parent."""
-    common = dict(name=name, model=req.model, threads=req.threads, options=req.options)
+    common = RunnerSpec(name=name, model=req.model, threads=req.threads, options=req.options)
     if name == "tvm-tuned":
         if req.session is None:
             raise rn.Unavailable(req.tuned_reason or "no tuned session")
@@ -273,12 +278,11 @@ def _spec(req: BenchRequest, name: str, trials: int | None) -> RunnerSpec:
             lib = tuned_library(req.session)
         except UserError as exc:
             raise rn.Unavailable(str(exc)) from None
-        return RunnerSpec(**common, library=lib,
-                          detail=f"TVM + MetaSchedule, {trials} trials")
+        return replace(common, library=lib, detail=f"TVM + MetaSchedule, {trials} trials")
     if name == "tvm-untuned":
-        return RunnerSpec(**common, library=untuned_library(req.model, req.target),
-                          detail="TVM, no tuning records")
-    return RunnerSpec(**common)
+        return replace(common, library=untuned_library(req.model, req.target),
+                       detail="TVM, no tuning records")
+    return common
 
 
 def _open_board(req: BenchRequest):
@@ -303,6 +307,7 @@ def _load_all(req: BenchRequest, wanted: list[str], trials: int | None, board, w
         except rn.Unavailable as exc:
             results[name] = BaselineResult(name, False, reason=str(exc), device=where)
             continue
+        runner: RuntimeClient
         if board is None:
             runner = RemoteRunner(spec)
         else:
@@ -336,7 +341,7 @@ def _measure(req: BenchRequest, loaded: dict, results: dict[str, BaselineResult]
             # the tuned row's own check: the same comparison, seen from its side
             results["tvm-tuned"].parity = results["tvm-untuned"].parity
     runners, own = list(loaded.values()), {}
-    if twin is not None:
+    if twin is not None and req.float_twin is not None:
         from tvmtui.baselines.frames import seeded_frames
 
         runners.append(twin)

@@ -5,7 +5,7 @@ time) and `BoardRunner` is a runtime loaded there, with the interface of a local
 `host.RemoteRunner`, so timing and parity run unchanged. TVM libraries are compiled on the
 host for the board's target and uploaded.
 
-Board side (inside `python -m tvmtui.devices.server`): `tvmtui.bench.open` starts one
+Board side (inside `python -m tvmtui.board`): `tvmtui.bench.open` starts one
 process per runtime (`python -m tvmtui.baselines.board`) that serves the same requests as a
 local runtime process, over its stdin/stdout in `wire` format. Arm NN runs under the
 system Python (`TVMTUI_ARMNN_PYTHON`, default /usr/bin/python3) with only tvmtui on its
@@ -74,7 +74,7 @@ class _Child:
         self.proc = subprocess.Popen([python, "-m", "tvmtui.baselines.board"], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.conn = wire.StreamConn(self.proc.stdout, self.proc.stdin)
-        self.pending = spec_bytes  # sent with the first exchange
+        self.pending: bytes | None = spec_bytes  # sent with the first exchange
 
     def exchange(self, data: bytes | None) -> bytes:
         try:
@@ -91,7 +91,8 @@ class _Child:
 
     def close(self) -> None:
         try:
-            self.proc.stdin.close()
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
             self.proc.wait(10)
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
@@ -192,8 +193,8 @@ class BoardRunner(RuntimeClient):
 
     def start(self, timeout: float = 600.0) -> str | None:
         if not self.board.serves_baselines:
-            return ("the board's server is a plain TVM RPC server: run `python -m "
-                    "tvmtui.devices.server` there to bench baselines on it")
+            return ("the board's server does not serve baselines: run `python -m "
+                    "tvmtui.board` there to bench them on it")
         library = self.board.upload(self.spec.library) if self.spec.library else None
         status, text = self.board.request(OPEN, self.name, spec_message(self.spec, library))
         if status != "ready":

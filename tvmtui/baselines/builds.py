@@ -9,19 +9,14 @@ import os
 from pathlib import Path
 
 from tvmtui.baselines.model import BenchModel
+from tvmtui.core.paths import builds_dir
 
 # Part of every cached build's key: bump it when the way tvmtui compiles a session changes.
 BUILD_REVISION = "2"
 
 
-def builds_dir() -> Path:
-    from tvmtui.workloads.nets import cache_dir
-
-    return cache_dir().parent / "builds"
-
-
 def _build_key(*parts) -> str:
-    from tvmtui.tuning.tvm_env import versions
+    from tvmtui.kernels.tvm_env import versions
 
     h = hashlib.sha256()
     for part in (*parts, versions().get("apache-tvm"), BUILD_REVISION):
@@ -37,7 +32,7 @@ def untuned_library(model: BenchModel, target: dict) -> Path:
         return path
     from tvmtui.graph.relax_import import load_relax
     from tvmtui.graph.variants import prepare
-    from tvmtui.tuning.tvm_env import import_tvm
+    from tvmtui.kernels.tvm_env import import_tvm
 
     tvm = import_tvm(target)
     from tvm import relax

@@ -17,7 +17,7 @@ import numpy as np
 from tvmtui.baselines.builds import tuned_library
 from tvmtui.baselines.host import RemoteRunner, RunnerSpec
 from tvmtui.baselines.model import BenchModel, bench_model
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 from tvmtui.sessions import store as st
 
 FLOAT_TWIN = "tvm-float"  # its runner's name in the timing rounds

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from tvmtui.baselines.model import BenchModel
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 
 
 def seeded_frames(model: BenchModel, count: int, seed: int = 0) -> list[list[np.ndarray]]:

@@ -66,7 +66,8 @@ def _serve(conn, spec: RunnerSpec) -> None:
                 prepared = runner.feed(msg[1])
                 conn.send(("ok", None))
             elif op == "warm":
-                times, start = [], time.perf_counter()
+                times: list[float] = []
+                start = time.perf_counter()
                 while len(times) < max(2, msg[1]):
                     t0 = time.perf_counter()
                     runner.invoke(prepared)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from tvmtui.baselines.floattwin import FloatTwin, find_float_twin
 from tvmtui.baselines.model import BenchModel, bench_model
-from tvmtui.errors import UserError
+from tvmtui.core import events as ev
+from tvmtui.core.errors import UserError
 from tvmtui.sessions import store as st
 from tvmtui.sessions.launch import best_same_chip_session
-from tvmtui.tuning import events as ev
 
 
 @dataclass
@@ -61,16 +61,16 @@ def resolve(root: Path, spec: str, shape_items: list[str] | None) -> BenchTarget
     workload = load_workload(spec, shape_items)
     target = local_cpu_target()
     model = bench_model(workload.meta(), workload.model_bytes)
-    session = best_same_chip_session(root, workload.graph_hash, target)
-    if session is None:
+    tuned = best_same_chip_session(root, workload.graph_hash, target)
+    if tuned is None:
         return BenchTarget(
             model, target, workload.graph_hash, None, writable=False,
             tuned_reason=f"no tuned session of {workload.name} on this target and chip in {root}; "
             f"tune it first: tvmtui tune {spec}",
         )
-    return BenchTarget(model, target, workload.graph_hash, session, writable=True,
+    return BenchTarget(model, target, workload.graph_hash, tuned, writable=True,
                        tuned_reason=None,
-                       note=f"tvm-tuned uses session {session.name!r} (same graph and target)",
+                       note=f"tvm-tuned uses session {tuned.name!r} (same graph and target)",
                        float_twin=find_float_twin(root, workload.source, target))
 
 

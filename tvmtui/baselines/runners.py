@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,9 +29,9 @@ class Unavailable(Exception):
 class Runner:
     name: str
     detail: str  # runtime and version, e.g. "LiteRT 2.3.0 (XNNPACK)"
-    feed: Callable[[list[np.ndarray]], object]
-    invoke: Callable[[object], object]
-    outputs: Callable[[object], list[np.ndarray]]
+    feed: Callable[[list[np.ndarray]], Any]  # a frame as the runtime takes it
+    invoke: Callable[[Any], Any]  # -> its outputs, as it gives them
+    outputs: Callable[[Any], list[np.ndarray]]
 
     def infer(self, frame: list[np.ndarray]) -> list[np.ndarray]:
         return self.outputs(self.invoke(self.feed(frame)))
@@ -75,7 +76,7 @@ def _need_tflite(model: BenchModel) -> bytes:
 
 
 def load_tflite(model: BenchModel, threads: int, options: dict) -> Runner:
-    from tvmtui.errors import UserError
+    from tvmtui.core.errors import UserError
     from tvmtui.workloads.litert import make_interpreter
 
     data = _need_tflite(model)
@@ -168,7 +169,7 @@ def load_acl(model: BenchModel, threads: int, options: dict) -> Runner:
     try:
         from ai_edge_litert.interpreter import Interpreter, load_delegate
     except ImportError:
-        from tflite_runtime.interpreter import Interpreter, load_delegate  # type: ignore
+        from tflite_runtime.interpreter import Interpreter, load_delegate
     data = _need_tflite(model)
     try:
         delegate = load_delegate(

@@ -10,13 +10,14 @@ from __future__ import annotations
 import io
 import json
 import struct
+from typing import Any
 
 import numpy as np
 
 
 def encode(msg: tuple) -> bytes:
     arrays: list[np.ndarray] = []
-    items = []
+    items: list[dict[str, Any]] = []
     for item in msg:
         if isinstance(item, (bytes, bytearray, memoryview)):
             items.append({"b": len(arrays)})

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tvmtui.commands.common import open_session, run_app
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 
 
 def cmd_replay(args) -> int:

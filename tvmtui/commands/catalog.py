@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tvmtui import fmt
 from tvmtui.commands.common import open_session, print_json, sessions_dir
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 from tvmtui.sessions import catalog
 from tvmtui.sessions import store as st
 
@@ -154,16 +154,16 @@ def _print_sessions(found: list[st.SessionSummary], root: Path) -> None:
 def _zoo_rows() -> list[dict]:
     from tvmtui.workloads import builtin, nets
 
-    rows = []
-    for spec in nets.NETS.values():
-        stats = nets.count(spec)
+    rows: list[dict] = []
+    for net in nets.NETS.values():
+        stats = nets.count(net)
         rows.append({
-            "name": spec.name,
+            "name": net.name,
             "kind": "network",
             "flops": 2 * stats.macs,
             "params": stats.params,
-            "input_shape": spec.input_shape,
-            "description": spec.description,
+            "input_shape": net.input_shape,
+            "description": net.description,
             "layers": stats.layers,
         })
     from tvmtui.workloads.int8 import INT8_TWINS, describe
@@ -198,10 +198,10 @@ def cmd_zoo(args) -> int:
         if args.json:
             print_json([{k: v for k, v in r.items() if k != "layers"} for r in rows])
         else:
-            for row in rows:
+            for r in rows:
                 print(
-                    f"{row['name']:14} {row['description'][:44]:44} "
-                    f"{row['flops'] / 1e6:9.1f} MFLOP {row['params'] / 1e6:6.2f} M params"
+                    f"{r['name']:14} {r['description'][:44]:44} "
+                    f"{r['flops'] / 1e6:9.1f} MFLOP {r['params'] / 1e6:6.2f} M params"
                 )
         return 0
     if not args.name:
@@ -220,7 +220,7 @@ def _zoo_show(row: dict, as_json: bool) -> int:
     from tvmtui.graph.lowering import extract_tasks
     from tvmtui.graph.relax_import import load_relax
     from tvmtui.graph.variants import REWRITE_REVISION, prepare
-    from tvmtui.tuning.tvm_env import import_tvm
+    from tvmtui.kernels.tvm_env import import_tvm
     from tvmtui.workloads import load_workload
 
     workload = load_workload(row["name"])

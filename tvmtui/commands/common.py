@@ -6,13 +6,14 @@ import json
 import sys
 from pathlib import Path
 
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
+from tvmtui.core.paths import sessions_root
 from tvmtui.sessions import store as st
 
 
 def sessions_dir(args) -> Path:
     """The sessions folder the command works in (--sessions-dir, $TVMTUI_SESSIONS, ./sessions)."""
-    return st.sessions_root(args.sessions_dir)
+    return sessions_root(args.sessions_dir)
 
 
 def open_session(args, name: str) -> st.Session:

@@ -7,8 +7,8 @@ import time
 
 from tvmtui import fmt
 from tvmtui.commands.common import print_json
+from tvmtui.core import events as ev
 from tvmtui.sessions import store as st
-from tvmtui.tuning import events as ev
 
 TERMINAL = ("finished", "stopped", "failed", "crashed")
 LOW_DISK_BYTES = 16 << 20  # a worker that died with less free than this ran out of disk
@@ -110,7 +110,7 @@ def _follow_rich(session: st.Session, view, seq: int) -> str:
 
 
 def _render(view, name: str):
-    from rich.console import Group
+    from rich.console import Group, RenderableType
     from rich.table import Table
     from rich.text import Text
 
@@ -147,7 +147,8 @@ def _render(view, name: str):
         )
     from tvmtui.sessions.view import variants_line
 
-    parts = [head, stats, *([Text(line)] if (line := variants_line(view)) else []), table]
+    parts: list[RenderableType] = [head, stats, *([Text(line)] if (line := variants_line(view)) else []),
+                                   table]
     if view.reason and view.state not in ("running",):
         parts.append(Text(view.reason, style="dim"))
     parts.extend(Text(f"! {n}", style="yellow") for n in view.notices[-3:])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tvmtui import fmt
 from tvmtui.commands.common import check_writable, open_session, print_json, sessions_dir
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 
 
 def cmd_export(args) -> int:

@@ -15,7 +15,7 @@ from tvmtui.commands.common import (
     sessions_dir,
 )
 from tvmtui.commands.follow import follow
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 from tvmtui.sessions import store as st
 
 TERMINAL = ("finished", "stopped", "failed", "crashed")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 import shutil
 
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 
 # target triple prefix -> (host machines that build natively, Debian cross compiler)
 _CROSS = {

@@ -152,12 +152,75 @@ def versions() -> tuple[str | None, str | None]:
     except PackageNotFoundError:
         tvm_version = None
     try:
-        from tvmtui.devices.local import llvm_facts
-
         llvm = llvm_facts()["llvm"]
     except Exception:  # noqa: BLE001 - a TVM built without LLVM
         llvm = None
     return llvm, tvm_version
+
+
+def _facts_key() -> str | None:
+    """What LLVM's answers about this host depend on: the TVM build (its libraries'
+    sizes and times) and the CPU's identity; None when TVM cannot be found."""
+    import hashlib
+    import importlib.util
+    import json
+    import platform
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("tvm")
+    if spec is None or not spec.origin:
+        return None
+    libs = sorted(Path(spec.origin).parent.glob("lib*.so"))
+    stamps = [(lib.name, lib.stat().st_size, int(lib.stat().st_mtime)) for lib in libs]
+    try:
+        cpuinfo = parse_cpuinfo(Path("/proc/cpuinfo").read_text(), platform.machine())
+    except OSError:
+        cpuinfo = {}
+    text = json.dumps([spec.origin, stamps, platform.machine(), cpuinfo], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _ask_llvm() -> dict:
+    """TVM's LLVM on this host: major version, system triple and CPU name, and which of
+    the x86 features tvmtui checks that CPU name implies."""
+    import tvm
+    from tvm.target import codegen
+
+    triple, cpu = str(codegen.llvm_get_system_triple()), str(codegen.llvm_get_system_cpu())
+    implied = {}
+    if triple.startswith(("x86_64", "i686")):
+        target = tvm.target.Target({"kind": "llvm", "mtriple": triple, "mcpu": cpu})
+        implied = {f: bool(codegen.llvm_cpu_has_features([f], target)) for f in X86_ISA.values()}
+    return {"llvm": str(codegen.llvm_version_major()), "triple": triple, "cpu": cpu,
+            "implied": implied}
+
+
+def llvm_facts() -> dict:
+    """`_ask_llvm()`, kept in the cache folder per TVM build and CPU: asking imports TVM,
+    1.5 s of every `tune` before its worker could start."""
+    import json
+
+    from tvmtui.core.paths import llvm_facts_file
+
+    key = _facts_key()
+    path = llvm_facts_file()
+    if key:
+        try:
+            cached = json.loads(path.read_text())
+            if cached.get("key") == key:
+                return cached["facts"]
+        except (OSError, ValueError, KeyError):
+            pass
+    facts = _ask_llvm()
+    if key:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps({"key": key, "facts": facts}))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only cache: ask again next time
+    return facts
 
 
 def local_fingerprint() -> Fingerprint:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from tvmtui.core.errors import UserError
 from tvmtui.devices.rpc import Device, board_info, check_device, connect_device, parse_device
-from tvmtui.errors import UserError
 
 
 @dataclass
@@ -47,7 +47,7 @@ def resolve_device(url: str | None, cores: int | None = None,
     if not target or "error" in target:
         raise UserError(
             f"the board at {addr} cannot describe its target (a plain TVM RPC server?): start "
-            "it with `python -m tvmtui.devices.server`, or pass --target '{\"kind\": \"llvm\", "
+            "it with `python -m tvmtui.board`, or pass --target '{\"kind\": \"llvm\", "
             "\"mtriple\": \"aarch64-linux-gnu\", ...}'"
         )
     if cores:

@@ -17,8 +17,8 @@ import time
 from dataclasses import asdict, dataclass
 from urllib.parse import urlparse
 
-from tvmtui.errors import UserError
-from tvmtui.tuning.events import DEVICE_LOST, QUEUE_TIMEOUT
+from tvmtui.core.errors import UserError
+from tvmtui.core.events import DEVICE_LOST, QUEUE_TIMEOUT
 
 HEALTH_LOG_ENV = "TVMTUI_DEVICE_LOG"
 QUEUE_TIMEOUT_ENV = "TVMTUI_QUEUE_TIMEOUT"
@@ -200,7 +200,7 @@ def connect_device(device: Device, session_timeout: float = 60, wait: float = 60
 
 def board_info(sess) -> dict:
     """The board's own `tvmtui` facts (fingerprint, TVM version, target) when its server is
-    `python -m tvmtui.devices.server`; else what a plain TVM server lets us read."""
+    `python -m tvmtui.board` (or `tvmtui.devices.server`); else what a plain TVM server lets us read."""
     try:
         return json.loads(sess.get_function("tvmtui.device_info")())
     except Exception:  # noqa: BLE001 - a plain `tvm.exec.rpc_server` has no such function

@@ -1,10 +1,14 @@
-"""A TVM RPC server that can also describe its board: `python -m tvmtui.devices.server`.
+"""A TVM RPC server that can also describe its board.
 
 It is TVM's own server (same protocol, same tracker registration) plus one remote
 function, `tvmtui.device_info`, returning the board's fingerprint, TVM version and LLVM
-target as JSON, so the host can check what it is about to tune for. Run it on the board:
+target as JSON, so the host can check what it is about to tune for. `main` takes the
+function registering what the server offers (`init`): the board server users run,
+`python -m tvmtui.board`, adds the bench's functions that way. Run alone,
 
     python -m tvmtui.devices.server --tracker HOST:9190 --key rpi4 [--host ADDRESS] [--port 9090]
+
+serves tuning only.
 
 TVM's RPC runs whatever library a client uploads, without authentication: the server
 listens on 127.0.0.1 unless `--host` names another address, and then says what it exposes.
@@ -18,6 +22,7 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 
 def device_info() -> str:
@@ -53,14 +58,14 @@ def register() -> None:
     """Runs in the server's process before it serves (TVM's `server_init_callback`)."""
     import tvm_ffi
 
-    from tvmtui.baselines.board import register_functions
-
     tvm_ffi.register_global_func("tvmtui.device_info", device_info, override=True)
-    register_functions()  # baselines run on the board: `tvmtui bench` of a board session
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tvmtui.devices.server")
+def main(argv: list[str] | None = None, prog: str = "python -m tvmtui.devices.server",
+         init: Callable[[], None] = register) -> int:
+    """Serve until SIGTERM or ^C. `init` registers the server's functions: a module-level
+    function, as TVM runs it again in the process that serves."""
+    ap = argparse.ArgumentParser(prog=prog)
     ap.add_argument("--host", default="127.0.0.1",
                     help="address to listen on (default 127.0.0.1; anything else exposes "
                          "unauthenticated code execution to that network)")
@@ -81,9 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.tracker:
         host, _, port = args.tracker.rpartition(":")
         tracker = (host, int(port))
-    register()
+    init()
     server = rpc.Server(args.host, args.port, args.port_end, key=args.key,
-                        tracker_addr=tracker, server_init_callback=register)
+                        tracker_addr=tracker, server_init_callback=init)
     print(f"tvmtui rpc server on {args.host}:{server.port} key {args.key!r}", flush=True)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"WARNING: listening on {args.host}:{server.port}: anyone who can reach it can "

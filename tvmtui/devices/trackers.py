@@ -4,14 +4,9 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
+from tvmtui.core.paths import config_dir
 from tvmtui.devices.rpc import parse_hostport
-
-
-def config_dir() -> Path:
-    return Path(os.environ.get("TVMTUI_CONFIG") or Path.home() / ".config" / "tvmtui")
 
 
 def saved_trackers() -> list[str]:

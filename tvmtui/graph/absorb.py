@@ -16,6 +16,7 @@ first; the search measures which.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 INJECTIVE = 2  # TVM's OpPatternKind: elementwise 0, broadcast 1, injective 2
 OUT_ELEMWISE_FUSABLE = 4  # a convolution or a matrix product
@@ -28,8 +29,8 @@ class _Step:
     """One call_tir of a binding: its output var and call, its arguments either vars of
     `main` or outputs of earlier steps of the same binding."""
 
-    var: object
-    call: object
+    var: Any  # relax.Var
+    call: Any  # relax.Call of call_tir
     fields: list
 
 
@@ -37,9 +38,9 @@ class _Step:
 class _Kernel:
     """A binding of `main` that runs TIR: a call_tir, or a call of a fused function."""
 
-    binding: object
+    binding: Any  # relax.VarBinding
     steps: list[_Step]
-    output: object  # the step output (or `main` var) that the binding returns
+    output: Any  # the step output (or `main` var) that the binding returns
     args: list  # the `main` expressions it reads
     pattern: int  # the highest op_pattern of its TIR functions
     name: str
@@ -112,7 +113,9 @@ def _merged(members: list[_Kernel]):
     `main` expressions to call it with)."""
     from tvm import relax
 
-    outer, params, env = [], [], {}
+    outer: list = []  # `main` expressions read, in order
+    params: list = []  # the merged function's parameter for each
+    env: dict = {}  # step var -> what the merged function computes it as
 
     def lookup(expr):
         for var, new in env.items():

@@ -8,7 +8,7 @@ accumulators (16 output channels). The weights are repacked at compile time to
 (O/16, I/b, KH, KW, b/4, 16, 4), the layout TVM's `conv2d_NCHWc_int8` reads; int8 inputs
 are read as unsigned bytes (`x ^ 0x80` = x + 128), and 128 x the weights' sum per output
 channel is subtracted after, so the result is the signed convolution exactly. The
-schedule (`tuning/rules.py`, by the block's `schedule_rule`) tiles registers and
+schedule (`kernels/rules.py`, by the block's `schedule_rule`) tiles registers and
 tensorizes with tvmtui's own intrinsic (`DOT_VNNI`): TVM 0.27's ships the LLVM intrinsic's
 pre-LLVM-21 signature (i32 operands), which LLVM 22 rejects.
 

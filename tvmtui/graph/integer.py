@@ -24,6 +24,7 @@ names it. Constants keep their integer types; FoldConstant folds the weight sums
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def _const(expr) -> np.ndarray | None:
     return expr.value.numpy() if isinstance(expr, tvm.ir.expr.GenericConst) else None
 
 
-def lower_integer(mod, revision: int = 16) -> tuple[object, IntegerPlan]:
+def lower_integer(mod, revision: int = 16) -> tuple[Any, IntegerPlan]:
     """`mod` (as TVM's TFLite importer wrote it) with its quantized regions in integer
     arithmetic (see the module's docstring), and what was done; `revision` 14 computes a
     fully connected layer's multiplier as that revision did, 14-15 round QUANTIZE as they
@@ -118,7 +119,7 @@ def lower_integer(mod, revision: int = 16) -> tuple[object, IntegerPlan]:
                 expr = bound
             return expr
 
-        def op_of(self, expr) -> tuple[str | None, object]:
+        def op_of(self, expr) -> tuple[str | None, Any]:
             value = self.value(expr)
             if isinstance(value, relax.Call) and isinstance(value.op, tvm_ir_op()):
                 return value.op.name, value

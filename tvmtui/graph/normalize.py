@@ -126,7 +126,7 @@ def normalize_tflite(model_bytes: bytes) -> bytes:
             tensor.sparsity = None
     if not changed:
         return model_bytes
-    from tvmtui.workloads.tflite_writer import pack_model
+    from tvmtui.graph.tflite_schema import pack_model
 
     return pack_model(model, len(model_bytes) * 2 + 1024)
 

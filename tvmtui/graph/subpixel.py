@@ -162,7 +162,7 @@ def legalize(bb, call, plan, block: int | None = None, points: bool = False,
                             out_dtype, primfunc_name_hint="conv2d_phases")
         outer, exact = 0, False
     else:
-        from tvmtui.graph.variants import input_block
+        from tvmtui.graph.blocking import input_block
 
         inner, outer = input_block(cin, block), input_block(s * s * cout, block)
         packed = bb.emit_te(

@@ -32,7 +32,7 @@ def extract_variant_tasks(base, target, variants: list[str], tolerance: float = 
     from tvm_ffi import structural_hash
 
     out = VariantTasks([], [])
-    index: dict[tuple[str, int], int] = {}
+    index: dict[int | tuple[str, int], int] = {}  # by shape (before revision 12: and name)
     for variant in variants:
         try:
             mod, plan = gv.prepare(base, target, variant, tolerance, revision)

@@ -32,7 +32,10 @@ match.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from tvmtui.graph.blocking import input_block, vector_block
 
 VARIANTS = ("nchw", "nchwc", "winograd", "subpixel")
 DEFAULT = "nchw"
@@ -116,31 +119,6 @@ def parse_variants(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def vector_block(target) -> int:
-    """float32 lanes of the target's widest vector unit (the channel block of `nchwc`)."""
-    from tvm.target import codegen
-
-    triple = str(target.attrs.get("mtriple", "") or "")
-    if triple.startswith(("aarch64", "arm")):
-        return 4
-    for feature, lanes in (("avx512f", 16), ("avx2", 8), ("avx", 8)):
-        try:
-            if codegen.target_has_features(feature, target):
-                return lanes
-        except Exception:  # noqa: BLE001 - an unknown feature name on this LLVM
-            continue
-    return 4
-
-
-def vector_registers(target) -> int:
-    """Vector registers of the target: 32 on AArch64 and with AVX-512, 16 otherwise (AVX2,
-    SSE, 32-bit Arm NEON)."""
-    triple = str(target.attrs.get("mtriple", "") or "")
-    if triple.startswith(("aarch64", "arm64")):
-        return 32
-    return 32 if vector_block(target) == 16 else 16
-
-
 def label(variant: str, block: int) -> str:
     return {"nchw": "NCHW", "nchwc": f"NCHW{block}c", "winograd": "Winograd",
             "subpixel": "Sub-pixel"}[variant]
@@ -180,14 +158,6 @@ def _integer_nhwc_info(call) -> tuple[list[int], list[int]] | None:
     if a.kernel_layout == "HWIO":
         return [n, c, h, w], [fourth, third, kh, kw]
     return [n, c, h, w], [third, fourth, kh, kw]  # depthwise: (KH, KW, C, 1)
-
-
-def input_block(channels: int, block: int) -> int:
-    """The largest power of two up to `block` that divides `channels` (1 for RGB)."""
-    inner = block
-    while channels % inner:
-        inner //= 2
-    return inner
 
 
 def _blocked_layouts(block: int, plan: Plan, revision: int):
@@ -237,7 +207,7 @@ def _legalize_blocked(bb, call, plan: Plan | None = None, revision: int = REWRIT
     target = tvm_target_current()
     if dotprod.applies(call, target, pad_channels=revision >= 16):
         if plan is not None:
-            plan.used_dot(dotprod.instruction(target))
+            plan.used_dot(dotprod.instruction(target) or "")
         return dotprod.legalize(bb, call)
     if int(a.groups) > 1:
         return bb.call_te(_depthwise_nchwc, call.args[0], call.args[1], a.strides, a.padding,
@@ -337,7 +307,7 @@ def _blocked(mod, block: int, plan: Plan, revision: int):
     folding would compile each packing)."""
     from tvm import relax
 
-    from tvmtui.graph.relax_import import fold_with_numpy
+    from tvmtui.graph.fold import fold_with_numpy
 
     mod = relax.transform.ConvertLayout({}, _blocked_layouts(block, plan, revision))(mod)
     return fold_with_numpy(mod)
@@ -357,7 +327,7 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
     integer = IntegerPlan.of(mod)
     if integer is not None:
         plan.notes.append(integer.summary())
-    legalize_map = {}
+    legalize_map: dict[str, Callable] = {}
     if revision >= 9:
         from tvmtui.graph.affine import fold_channel_affine
 

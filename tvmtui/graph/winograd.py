@@ -11,7 +11,7 @@
   inverse transform writes whole tiles, and a gather crops them into the blocked output.
   Each transform is written as two 1-D passes with the matrices' constants in the
   expression (zero terms dropped), and scheduled by tvmtui's custom rules
-  (`tuning/rules.py`, by the blocks' `schedule_rule`).
+  (`kernels/rules.py`, by the blocks' `schedule_rule`).
 - NCHW (revisions 1-3): TOPI's pre-transformed Winograd, padded to whole tiles and cropped
   (TOPI reads past its padded input otherwise). Its batched GEMM vectorizes over tiles,
   which fill no vector on a 28x28 layer.
@@ -27,7 +27,7 @@ import functools
 import numpy as np
 
 MIN_CHANNELS = 16  # below this the transforms cost more than they save
-# The custom schedule rules of the blocked stages (`tuning/rules.py` registers them).
+# The custom schedule rules of the blocked stages (`kernels/rules.py` registers them).
 RULE_PACK, RULE_GEMM, RULE_UNPACK, RULE_OUTPUT = (
     "tvmtui_winograd_pack", "tvmtui_winograd_gemm", "tvmtui_winograd_unpack",
     "tvmtui_winograd_output")
@@ -41,7 +41,7 @@ def winograd_matrices(tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from tvm.topi.nn.winograd_util import _cook_toom_convolution, _interpolation_points
 
     a, b, g = _cook_toom_convolution(_interpolation_points(tile + 1), tile, 3)
-    out = tuple(np.asarray(m, np.float64) for m in (a, b, g))
+    out = (np.asarray(a, np.float64), np.asarray(b, np.float64), np.asarray(g, np.float64))
     for m in out:
         m.flags.writeable = False
     return out

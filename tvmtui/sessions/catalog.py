@@ -8,10 +8,10 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
+from tvmtui.core.paths import DEMO_NAME
 from tvmtui.sessions.store import (
     DB_FILE,
-    DEMO_NAME,
     LOCK_FILE,
     Session,
     SessionSummary,

@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 from tvmtui.sessions import store as st
 from tvmtui.sessions.msdb import (
     confirmed_is_current,
@@ -58,7 +58,7 @@ def export_session(session: st.Session, out: Path) -> dict:
     from tvmtui.graph import lowering
     from tvmtui.graph import variants as gv
     from tvmtui.graph.relax_import import load_relax
-    from tvmtui.tuning.tvm_env import import_tvm
+    from tvmtui.kernels.tvm_env import import_tvm
 
     tvm = import_tvm(meta["target"])
 

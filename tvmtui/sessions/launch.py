@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 from tvmtui.sessions import catalog
 from tvmtui.sessions import store as st
 from tvmtui.workloads.loader import Workload
@@ -27,7 +27,7 @@ def create_session(
 ) -> st.Session:
     """A new session folder holding the model, its metadata and an empty history. The
     device defaults to the local CPU, the fingerprint to this machine's."""
-    from tvmtui.tuning.tvm_env import versions
+    from tvmtui.kernels.tvm_env import versions
 
     if fingerprint is None:
         from tvmtui.devices.fingerprint import this_fingerprint

@@ -72,14 +72,14 @@ def count_records(path: Path) -> int:
 
 def workload_hashes(path: Path) -> set[str]:
     """The structural hashes of the workloads a database file holds (each line's first
-    field), as `search.module_hash` writes them, read without loading the database:
+    field), as `tuning/schedules.module_hash` writes them, read without loading the database:
     loading replays every record's trace, 65 s for the 11 compare sessions here, before a
     new session's first trial."""
     return {key for _, key, _ in _workload_lines(path)}
 
 
 def _workload_lines(path: Path):
-    """(line index, structural hash as `search.module_hash` writes it, the line's JSON)
+    """(line index, structural hash as `tuning/schedules.module_hash` writes it, the line's JSON)
     of each workload in a database file; a line cut short by a crash is passed over (the
     load repairs it)."""
     if not path.exists():

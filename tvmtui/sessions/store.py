@@ -11,13 +11,13 @@ import json
 import os
 import re
 import sqlite3
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
+from tvmtui.core.paths import DEMO_NAME, assets_dir
 
 DB_FILE = "session.sqlite"
 LOCK_FILE = "worker.lock"
@@ -66,33 +66,10 @@ CREATE TABLE IF NOT EXISTS cm_samples (
 """
 
 
-DEMO_NAME = "demo"
-
-
-def assets_dir() -> Path:
-    """The `assets/` folder holding the bundled, read-only demo session: the source tree's,
-    or the one an installed wheel put under `sys.prefix/share/tvmtui`."""
-    source = Path(__file__).resolve().parents[2] / "assets"
-    if (source / DEMO_NAME).is_dir():
-        return source
-    return Path(sys.prefix) / "share" / "tvmtui" / "assets"
-
-
 def resolve_root(root: Path, name: str) -> Path:
     """Where session `name` lives: `root`, or the assets folder for the bundled demo."""
     if name == DEMO_NAME and not (root / name).exists() and (assets_dir() / name).is_dir():
         return assets_dir()
-    return root
-
-
-def sessions_root(cli_value: str | None = None) -> Path:
-    """`--sessions-dir`, else `$TVMTUI_SESSIONS`, else `./sessions` (refused when it is
-    a file, or under one)."""
-    root = Path(cli_value or os.environ.get("TVMTUI_SESSIONS") or "sessions")
-    for path in (root, *root.parents):
-        if path.exists() and not path.is_dir():
-            raise UserError(f"the sessions folder {root} cannot be used: {path} is a file; "
-                            "pass another --sessions-dir (or $TVMTUI_SESSIONS)")
     return root
 
 
@@ -225,7 +202,7 @@ class Session:
                 "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                 (json.dumps(t),),
             )
-        return int(cur.lastrowid)
+        return int(cur.lastrowid or 0)
 
     def append_many(
         self,
@@ -300,7 +277,7 @@ class Session:
                 "INSERT INTO control(t, command, arg) VALUES(?, ?, ?)",
                 (time.time(), command, json.dumps(arg)),
             )
-        return int(cur.lastrowid)
+        return int(cur.lastrowid or 0)
 
     def commands(self, after: int = 0) -> list[tuple[int, str, object]]:
         rows = self._conn.execute(

@@ -9,8 +9,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from tvmtui.tuning import events as ev
-from tvmtui.tuning.tally import Tally, latency_s
+from tvmtui.core import events as ev
+from tvmtui.core.tally import Tally, latency_s
 
 _LABELS = {"nchw": "NCHW", "nchwc": "NCHWc", "winograd": "Winograd", "shared": "shared"}
 

@@ -10,8 +10,10 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
+from textual.notifications import SeverityLevel
 
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
+from tvmtui.core.paths import DEMO_NAME
 from tvmtui.sessions import store as st
 from tvmtui.tui.screens import (
     BenchDone,
@@ -51,7 +53,7 @@ Ctrl+P opens the command palette.
 class Report(Message):
     """What background work has to tell the user (a notification), or a session to follow."""
 
-    def __init__(self, text: str = "", severity: str = "information", timeout: float = 5,
+    def __init__(self, text: str = "", severity: SeverityLevel = "information", timeout: float = 5,
                  open_live: str | None = None):
         super().__init__()
         self.text, self.severity, self.timeout, self.open_live = text, severity, timeout, open_live
@@ -261,7 +263,7 @@ class TvmTuiApp(App):
         yield SystemCommand("Sessions", "List saved sessions", self.show_sessions)
         yield SystemCommand("New session", "Pick a workload and a device", self.show_launch)
         yield SystemCommand("Replay demo", "Play the bundled demo session",
-                            lambda: self.open_replay(st.DEMO_NAME))
+                            lambda: self.open_replay(DEMO_NAME))
         yield SystemCommand("Help", "Keys and screens", self.action_help)
         if isinstance(screen, LiveScreen):
             for title, text, action in (

@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from tvmtui.core import events as ev
 from tvmtui.sessions import store as st
-from tvmtui.tuning import events as ev
 
 MAX_EVENTS_PER_POLL = 2000
 

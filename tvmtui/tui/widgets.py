@@ -6,17 +6,18 @@ import time
 
 from rich.text import Text
 from textual.cache import LRUCache
+from textual.coordinate import Coordinate
 from textual.markup import escape
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
+from tvmtui.core.stats import spearman
 from tvmtui.devices.local import describe_target
 from tvmtui.fmt import hms as fmt_hms
 from tvmtui.fmt import mflop as fmt_mflop
 from tvmtui.fmt import ms as fmt_ms
 from tvmtui.fmt import parity_cell, speedup_cell
 from tvmtui.sessions.view import SessionView
-from tvmtui.stats import spearman
 
 STREAM_ROWS = 200  # the trial stream keeps this many rows; older trials stay in the store
 
@@ -150,7 +151,7 @@ class TrialStream(DataTable):
                 key=str(e["trial"]),
             )
         while self.row_count > STREAM_ROWS:
-            self.remove_row(self.coordinate_to_cell_key((0, 0)).row_key)
+            self.remove_row(self.coordinate_to_cell_key(Coordinate(0, 0)).row_key)
         if follow:
             self.move_cursor(row=self.row_count - 1, animate=False)
 

@@ -19,8 +19,9 @@ import shutil
 import statistics
 from dataclasses import dataclass
 
+from tvmtui.core import events as ev
 from tvmtui.sessions import store as st
-from tvmtui.tuning import events as ev
+from tvmtui.tuning.state import TunerState
 
 CONFIRM_K = 4  # records measured again per task
 CONFIRM_ROUNDS = 3  # times each is measured again (3 runs each, as in a trial)
@@ -36,7 +37,7 @@ class Confirmation:
     tuned_ms: float  # its estimate with the tuned bests
 
 
-class Confirm:
+class Confirm(TunerState):
     """The `Tuner`'s last step (see `worker.Tuner` for its state)."""
 
     def confirm_best(self) -> Confirmation | None:
@@ -54,13 +55,14 @@ class Confirm:
         rivals = contenders(estimates)
         if not rivals:
             return None
+        known = {v: e for v in rivals if (e := estimates[v]) is not None}  # all of them
         for name in (st.CONFIRMED_RECORD_DB, st.CONFIRMED_WORKLOAD_DB):
             self.session.file(name).unlink(missing_ok=True)
         self.session.set_meta(confirmed_trials=None)
         heavy = [i for i, t in enumerate(self.tasks)
                  if t.best_s is not None and any(
                      t.info.weights.get(v) and
-                     1000.0 * t.info.weights[v] * t.best_s >= MIN_SHARE * estimates[v]
+                     1000.0 * t.info.weights[v] * t.best_s >= MIN_SHARE * known[v]
                      for v in rivals)]
         if not heavy:
             return None
@@ -78,22 +80,23 @@ class Confirm:
             return None  # stopped
         per_variant = confirmed_estimates(
             ((t.info.weights, t.best_s, picks.get(i)) for i, t in enumerate(self.tasks)), rivals)
-        variant = min(rivals, key=lambda v: per_variant[v])
+        confirmed_ms = {v: e for v in rivals if (e := per_variant[v]) is not None}
+        variant = min(confirmed_ms, key=confirmed_ms.__getitem__)
         if variant != rivals[0]:
             label, was = labels[rivals.index(variant)], labels[0]
             self.emit_notice(
-                f"variants: {label} runs {per_variant[variant]:.4f} ms measured again, "
-                f"{was} {per_variant[rivals[0]]:.4f} ms (it led on its tuned bests, "
-                f"{estimates[rivals[0]]:.4f} against {estimates[variant]:.4f}): "
+                f"variants: {label} runs {confirmed_ms[variant]:.4f} ms measured again, "
+                f"{was} {confirmed_ms[rivals[0]]:.4f} ms (it led on its tuned bests, "
+                f"{known[rivals[0]]:.4f} against {known[variant]:.4f}): "
                 f"export builds {label}")
         self.session.set_meta(confirmed_trials=self.trials_total, variant=variant,
-                              best_ms=estimates[variant])
-        return Confirmation(variant, per_variant[variant], estimates[variant])
+                              best_ms=known[variant])
+        return Confirmation(variant, confirmed_ms[variant], known[variant])
 
     def _confirm_tasks(self, heavy: list[int], confirmed) -> dict[int, float] | None:
         """Measure the top records of the tasks `heavy` again; commit and announce each
         task's winner. Returns task -> its winner's median seconds (None when stopped)."""
-        from tvmtui.tuning.search import module_hash
+        from tvmtui.tuning.schedules import module_hash
         from tvmtui.tuning.warmstart import record_candidate
 
         picked: dict[int, tuple[list, list]] = {}
@@ -144,10 +147,10 @@ class Confirm:
                 "median_ms": 1000.0 * statistics.median(times) if times else None,
                 "runs": len(times),
             })
-        ran = [r for r in rows if r["median_ms"] is not None]
+        ran = [(median, r) for r in rows if (median := r["median_ms"]) is not None]
         if not ran:
             return None
-        pick = min(ran, key=lambda r: r["median_ms"])
+        median_ms, pick = min(ran, key=lambda x: x[0])
         mod = self.extracted[task_id].dispatched[0]
         workload = confirmed.commit_workload(mod)
         record = records[pick["rank"]]
@@ -157,10 +160,10 @@ class Confirm:
         task = self.tasks[task_id]
         self.session.append(ev.CONFIRMED, {
             "task": task_id, "task_name": task.info.name, "variant": task.info.variant,
-            "recorded_best_ms": 1000.0 * task.best_s, "candidates": rows,
-            "pick": pick["rank"], "confirmed_ms": pick["median_ms"],
+            "recorded_best_ms": 1000.0 * (task.best_s or 0.0), "candidates": rows,
+            "pick": pick["rank"], "confirmed_ms": median_ms,
         })
-        return pick["median_ms"] / 1000.0
+        return median_ms / 1000.0
 
     def _measure_again(self, candidates) -> list[list[float]] | None:
         """Build `candidates` once and run them CONFIRM_ROUNDS times, all of them per

@@ -10,17 +10,18 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.cost_model.xgb_model import FeatureGroup, XGBModel
 from tvm.s_tir.meta_schedule.utils import shash2hex
 
-from tvmtui.stats import spearman
+from tvmtui.core.stats import spearman
 
 
 @derived_object
-class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
+class TrackedXGBModel(XGBModel._cls):
     """XGBModel that reports what each update did and persists as data only.
 
     `on_update(metrics)` is called after every update with the fresh batch's validation
@@ -29,7 +30,8 @@ class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
 
     def __init__(self, *, on_update=None, on_samples=None, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.extractor = _BatchFeatures(self.extractor)
+        # Wraps XGBModel's own extractor (an attribute of an untyped base: hence the ignore).
+        self.extractor = _BatchFeatures(self.extractor)  # type: ignore[has-type]
         self.on_update = on_update
         self.on_samples = on_samples
         self.trainings = 0
@@ -61,7 +63,7 @@ class TrackedXGBModel(XGBModel._cls):  # type: ignore[name-defined]
         finally:
             self.extractor.hold(None)
         retrained = self.trainings > trainings_before
-        metrics = {
+        metrics: dict[str, Any] = {
             "samples": int(self.data_size),
             "retrained": bool(retrained),
             "update_s": round(seconds, 4),

@@ -17,10 +17,11 @@ def variant_estimates(tasks: Iterable[tuple[dict[str, int], float | None]]) -> d
     totals: dict[str, float | None] = {}
     for weights, best_s in tasks:
         for variant, weight in weights.items():
+            total = totals.setdefault(variant, 0.0)
             if best_s is None:
                 totals[variant] = None
-            elif totals.setdefault(variant, 0.0) is not None:
-                totals[variant] += 1000.0 * weight * best_s
+            elif total is not None:
+                totals[variant] = total + 1000.0 * weight * best_s
     return totals
 
 
@@ -30,7 +31,7 @@ def choose(estimates: dict[str, float | None]) -> tuple[str, float | None]:
     if not complete:
         return (DEFAULT_VARIANT if DEFAULT_VARIANT in estimates or not estimates
                 else next(iter(estimates))), None
-    best = min(complete, key=complete.get)
+    best = min(complete, key=complete.__getitem__)
     return best, complete[best]
 
 
@@ -68,7 +69,7 @@ def losing_variants(estimates: dict[str, float | None], min_trials: dict[str, in
     complete = {v: ms for v, ms in estimates.items() if ms is not None}
     if not complete:
         return {}
-    best = min(complete, key=complete.get)
+    best = min(complete, key=complete.__getitem__)
     out = {}
     for variant, ms in estimates.items():
         n = min_trials.get(variant, 0)
@@ -102,7 +103,7 @@ def contenders(estimates: dict[str, float | None]) -> list[str]:
         return []
     best = min(complete.values())
     ratio = RETIRE_RULES[-1][1]
-    return sorted((v for v, ms in complete.items() if ms <= ratio * best), key=complete.get)
+    return sorted((v for v, ms in complete.items() if ms <= ratio * best), key=complete.__getitem__)
 
 
 def confirmed_estimates(tasks: Iterable[tuple[dict[str, int], float | None, float | None]],
@@ -133,9 +134,11 @@ def negligible_tasks(tasks: list[tuple[dict[str, int], float | None, int]],
     for i, (weights, best_s, trials) in enumerate(tasks):
         if best_s is None or trials < NEGLIGIBLE_AFTER or not weights:
             continue
-        if all(estimates.get(v) for v in weights):
-            shares[i] = {v: 1000.0 * w * best_s / estimates[v] for v, w in weights.items()}
-    out, totals = {}, {}
+        known = {v: est for v in weights if (est := estimates.get(v))}
+        if len(known) == len(weights):
+            shares[i] = {v: 1000.0 * w * best_s / known[v] for v, w in weights.items()}
+    out: dict[int, float] = {}
+    totals: dict[str, float] = {}
     for i in sorted(shares, key=lambda k: max(shares[k].values())):
         share = shares[i]
         if max(share.values()) >= NEGLIGIBLE_SHARE:

@@ -4,14 +4,15 @@ Part of the worker's `Tuner`."""
 
 from __future__ import annotations
 
-from tvmtui.tuning import events as ev
+from tvmtui.core import events as ev
 from tvmtui.tuning.recording import Recorder
+from tvmtui.tuning.state import TunerState
 
 FIRST_BATCH = 4  # candidates in a new session's first measured batch
 SLOW_BUILDS = ("winograd",)  # variants whose candidates take seconds to compile
 
 
-class SearchLoop:
+class SearchLoop(TunerState):
     """The `Tuner`'s tuning rounds (see `worker.Tuner` for its state)."""
 
     def tune(self) -> str:
@@ -68,6 +69,7 @@ class SearchLoop:
     def _tune_all(self, contexts, weights, ids: list[int]) -> None:
         from tvm.s_tir import meta_schedule as ms
 
+        assert self.turn_end is not None  # set by the turn that calls this
         ms.tune_tasks(
             tasks=contexts,
             task_weights=weights,
@@ -112,7 +114,8 @@ class SearchLoop:
         weights and the tasks they are."""
         from tvm.s_tir import meta_schedule as ms
 
-        from tvmtui.tuning.search import DedupSearch, module_hash, population_for
+        from tvmtui.tuning.schedules import module_hash
+        from tvmtui.tuning.search import DedupSearch, population_for
         from tvmtui.tuning.spaces import is_tiny, space_generator
 
         iters = self.options.get("genetic_iters")

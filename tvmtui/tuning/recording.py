@@ -8,19 +8,20 @@ import time
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
-from tvmtui.errors import UserError
+from tvmtui.core import events as ev
+from tvmtui.core.errors import UserError
 from tvmtui.sessions import store as st
-from tvmtui.tuning import events as ev
+from tvmtui.tuning.state import TunerState
 
 ERROR_CHARS = 2000  # error messages are cut to this many characters in events
 
 
-class BatchRecording:
+class BatchRecording(TunerState):
     """The `Tuner`'s side of a measured batch (see `worker.Tuner` for its state)."""
 
     def record_batch(self, task_id, candidates, builder_results, runner_results,
                      remeasured: bool = False, reused_from: str | None = None) -> None:
-        from tvmtui.tuning.search import module_hash
+        from tvmtui.tuning.schedules import module_hash
 
         task = self.tasks[task_id]
         self.memory.in_flight = max(0, self.memory.in_flight - len(candidates))
@@ -220,7 +221,7 @@ class BatchRecording:
             self.memory.retired.add(key)
             task = self.tasks[i]
             self.emit_notice(f"task {i} ({task.info.name}) gets no more trials: "
-                             f"{1000 * task.best_s:.4f} ms after {task.trials} trials, "
+                             f"{1000 * (task.best_s or 0.0):.4f} ms after {task.trials} trials, "
                              f"{100 * share:.1f}% of the estimate")
 
     def estimate_ms(self) -> float | None:
@@ -241,7 +242,7 @@ def _trace_text(sch) -> str:
 class Recorder(PyMeasureCallback):
     """Turns each measured batch into session events, then obeys control requests."""
 
-    def __init__(self, tuner: BatchRecording, task_ids: list[int] | None = None):
+    def __init__(self, tuner: TunerState, task_ids: list[int] | None = None):
         super().__init__()
         self.tuner = tuner
         self.task_ids = task_ids  # the session's index of each task of this tuning call

@@ -6,6 +6,14 @@ from __future__ import annotations
 from itertools import product
 
 
+def module_hash(mod) -> str:
+    """A scheduled module's identity: its structural hash, as 16 hex digits (the key of
+    the search's memory and of the records `sessions/msdb.py` reads)."""
+    from tvm_ffi import structural_hash
+
+    return format(structural_hash(mod) & 0xFFFFFFFFFFFFFFFF, "016x")
+
+
 def one_per_design(mod, design_spaces, postprocs) -> list:
     """A schedule of each design space, its other decisions sampled: the start of a small
     space's first batch, so that no design (a blocked Winograd's register tile) is left to
@@ -24,8 +32,6 @@ def every_schedule(mod, design_spaces, postprocs, cap: int = MAX_SPACE) -> list 
     than `cap` schedules. Sampled 32 at a time, C12's blocked Winograd's 32 schedules came
     a few at a time (3-4 s a draw for 1-7 new ones); enumerated, all of them cost about two
     draws."""
-    from tvmtui.tuning.search import module_hash
-
     found: dict[str, object] = {}  # by module hash: two designs may schedule alike
     for design in design_spaces:
         base = dict(design.trace.decisions)

@@ -13,10 +13,12 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.search_strategy import EvolutionarySearch, PySearchStrategy
-from tvm_ffi import structural_hash
+
+from tvmtui.tuning.schedules import module_hash
 
 MAX_REGENERATE = 4  # batches to draw before deciding the space near the records is used up
 # A space is used up when MAX_REGENERATE batches in a row bring nothing new. Batches that
@@ -83,7 +85,7 @@ def population_for(memory: SearchMemory, key: str | None, iters: int, batch: int
     that took 13 s to measure.)"""
     floor = max(MIN_POPULATION, 2 * batch)
     unit = memory.unit_s.get(key) if key else None
-    if unit is None or unit <= 0:
+    if not key or unit is None or unit <= 0:
         return max(floor, MAX_POPULATION)
     budget = max(MIN_SEARCH_S, memory.pace_s.get(key, 0.0) * batch)
     return max(floor, min(MAX_POPULATION, int(budget / (unit * (iters + 1)))))
@@ -94,10 +96,6 @@ def unroll_steps(candidate) -> int:
     return max((int(inst.inputs[1]) for inst in candidate.sch.trace.insts
                 if inst.kind.name == "Annotate" and str(inst.attrs[0]) == UNROLL_KEY),
                default=0)
-
-
-def module_hash(mod) -> str:
-    return format(structural_hash(mod) & 0xFFFFFFFFFFFFFFFF, "016x")
 
 
 @derived_object
@@ -131,9 +129,9 @@ class DedupSearch(PySearchStrategy):
             init_min_unmeasured=min(50, cold_population // 2),
         )
         self.active = self.inner
-        self.context = None
-        self.key = None
-        self.design_spaces = []
+        self.context: Any = None  # TVM's TuneContext, given before the search starts
+        self.key = ""  # its module's hash (`module_hash`)
+        self.design_spaces: list = []
         self.batch = memory.cold_batch_size
         self.small_space = False
         self.spare: list = []  # evolved candidates a batch of this turn had no room for
@@ -329,7 +327,7 @@ class DedupSearch(PySearchStrategy):
     def _seeds(self) -> list:
         """This task's register-blocked starting points: those a batch had no room for,
         then, the first time it is cold-sampled, all of them."""
-        from tvmtui.graph.variants import vector_block, vector_registers
+        from tvmtui.graph.blocking import vector_block, vector_registers
         from tvmtui.tuning.seeds import seeds
 
         pending = self.memory.pending_seeds.pop(self.key, [])

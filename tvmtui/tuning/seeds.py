@@ -239,7 +239,7 @@ def seeds(mod, design_spaces, postprocs, *, lanes: int, vregs: int) -> list:
     other task. A blocked conv's tiles come with each padding place of `pad_places`.
     `lanes`: float32 lanes of the target's vectors (a depthwise conv's rows are tiled by
     them); `vregs`: its vector registers (see `registers`)."""
-    from tvmtui.tuning.search import module_hash
+    from tvmtui.tuning.schedules import module_hash
 
     block = _blocked_conv(mod)
     cap = MAX_SEEDS
@@ -250,13 +250,13 @@ def seeds(mod, design_spaces, postprocs, *, lanes: int, vregs: int) -> list:
         plans = [replace(plan, pad_at=at) for plan in tilings(extents, vregs)
                  for at in places]
         cap = MAX_SEEDS * len(places)
-    elif (extents := _block_extents(mod, BLOCKED_DEPTHWISE, 7)) is not None:
-        name, plans = BLOCKED_DEPTHWISE, blocked_depthwise_tilings(extents)
+    elif (blocked := _block_extents(mod, BLOCKED_DEPTHWISE, 7)) is not None:
+        name, plans = BLOCKED_DEPTHWISE, blocked_depthwise_tilings(blocked)
     else:
-        extents = _block_extents(mod, DEPTHWISE, 7)
-        if extents is None:
+        depthwise = _block_extents(mod, DEPTHWISE, 7)
+        if depthwise is None:
             return []
-        name, plans = DEPTHWISE, depthwise_tilings(extents, lanes)
+        name, plans = DEPTHWISE, depthwise_tilings(depthwise, lanes)
     # With 32 registers, the designs that write each register tile out as it is done
     # first: with the same tiles, the one accumulating in the output (its consumers a pass
     # of their own) ran 1.1-5x slower on ResNet-18's 3x3 convs on AVX-512. With AVX2's
@@ -317,7 +317,8 @@ def _decisions(trace, block_name: str, plan: Tiling) -> dict | None:
     """The design's own decisions, with the block's tiles, the unroll and the padding's
     place replaced by the plan's."""
     decisions = dict(trace.decisions)
-    blocks, loops = {}, {}
+    blocks: dict = {}
+    loops: dict = {}
     for inst in trace.insts:
         kind = inst.kind.name
         if kind == "GetSBlock":

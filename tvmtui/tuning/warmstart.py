@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from tvmtui.sessions import store as st
+from tvmtui.tuning.state import TunerState
 
 
 def record_candidate(mod, trace):
@@ -30,7 +31,7 @@ def replayed_hashes(mod, trace, target) -> set[str]:
     from tvm.s_tir import Schedule
     from tvm.s_tir import meta_schedule as ms
 
-    from tvmtui.tuning.search import module_hash
+    from tvmtui.tuning.schedules import module_hash
     from tvmtui.tuning.spaces import rules_kind
 
     keys = set()
@@ -52,7 +53,7 @@ def replayed_hashes(mod, trace, target) -> set[str]:
     return keys
 
 
-class WarmStart:
+class WarmStart(TunerState):
     """The `Tuner`'s measurements outside the search (see `worker.Tuner` for its state)."""
 
     def _known_from_database(self) -> None:
@@ -103,7 +104,7 @@ class WarmStart:
         measured again here before it counts, and its trial says where it came from."""
         from tvmtui.sessions.launch import same_chip_sessions
         from tvmtui.sessions.msdb import BestRecords, workload_hashes
-        from tvmtui.tuning.search import module_hash
+        from tvmtui.tuning.schedules import module_hash
 
         fingerprint = (self.meta.get("fingerprint") or {}).get("id")
         if (self.prior_trials or not self.options.get("reuse", False) or not fingerprint
@@ -118,7 +119,7 @@ class WarmStart:
         # At most half the budget goes to re-measuring: tuning is still what it is for.
         k = int(self.options.get("reuse_k", 4))
         spare = max(0, int(self.meta["budget"]) // 2)
-        used, reused_tasks = 0, set()
+        used, reused_tasks = 0, set[int]()
         for name in sources:
             if self.control.stop or used >= spare:
                 break

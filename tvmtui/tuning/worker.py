@@ -18,30 +18,19 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 
+from tvmtui.core import events as ev
 from tvmtui.sessions import store as st
 from tvmtui.sessions.msdb import open_own_database, repair_json_lines
-from tvmtui.tuning import events as ev
 from tvmtui.tuning.confirm import Confirm
 from tvmtui.tuning.control import Control, ControlThread
 from tvmtui.tuning.loop import SearchLoop
 from tvmtui.tuning.recording import ERROR_CHARS, BatchRecording
+from tvmtui.tuning.state import TaskState
 from tvmtui.tuning.warmstart import WarmStart
 
 log = logging.getLogger("tvmtui.worker")
-
-
-@dataclass
-class TaskState:
-    info: ev.TaskInfo
-    trials: int = 0
-    best_s: float | None = None
-    build_errors: int = 0
-    run_errors: int = 0
-    without: str | None = None  # the rule or postprocessor its design space leaves out
-    failed: str | None = None  # why MetaSchedule cannot search it (it keeps the default)
 
 
 class Tuner(SearchLoop, BatchRecording, WarmStart, Confirm):
@@ -75,7 +64,7 @@ class Tuner(SearchLoop, BatchRecording, WarmStart, Confirm):
         from tvmtui.graph.relax_import import load_relax
         from tvmtui.graph.tasks import extract_variant_tasks
         from tvmtui.graph.variants import session_revision
-        from tvmtui.tuning.tvm_env import import_tvm
+        from tvmtui.kernels.tvm_env import import_tvm
 
         target_dict = self.meta["target"]
         tvm = import_tvm(target_dict)
@@ -134,7 +123,7 @@ class Tuner(SearchLoop, BatchRecording, WarmStart, Confirm):
         for verdict in self.session.iter_events(ev.TASK_SPACE):
             task = self.tasks[verdict["task"]]
             task.without, task.failed = verdict.get("without"), verdict.get("error")
-        from tvmtui.tuning.tally import Tally
+        from tvmtui.core.tally import Tally
 
         self.tally = Tally(self.tasks)
         self.ran_before = 0  # earlier trials that ran (each left a database record)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 
 
 def make_interpreter(model: bytes, threads: int | None = None):

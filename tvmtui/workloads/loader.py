@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 from tvmtui.workloads import builtin, nets, tflite_file
 
 

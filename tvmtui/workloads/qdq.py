@@ -175,7 +175,8 @@ def tflite_to_qdq(model_bytes: bytes) -> bytes:
 
     names = {v: k for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
     w = _Writer(model, sub)
-    into_conv, folded = _padded_convolutions(model, sub, names), {}
+    into_conv = _padded_convolutions(model, sub, names)
+    folded: dict[int, list[int]] = {}  # a PAD's output -> the convolution pads it holds
     inputs = []
     for idx in sub.InputsAsNumpy():
         t = sub.Tensors(int(idx))
@@ -229,13 +230,13 @@ def tflite_to_qdq(model_bytes: bytes) -> bytes:
             y = w.node("Add", [w.read(x), w.as_layout(b, x.perm)], "add")
             w.requantized(out, w.activation(y, opts.FusedActivationFunction()), x.perm)
         elif kind == "PAD":
-            pads = w.data(ins[1]).astype(np.int64)  # (rank, 2), in the TFLite layout
-            if out in into_conv and not pads[[0, 3]].any():  # the convolution's own pads
+            table = w.data(ins[1]).astype(np.int64)  # (rank, 2), in the TFLite layout
+            if out in into_conv and not table[[0, 3]].any():  # the convolution's own pads
                 w.values[out] = x
-                folded[out] = [*pads[1:3, 0], *pads[1:3, 1]]
+                folded[out] = [*table[1:3, 0], *table[1:3, 1]]
                 continue
-            pads = pads[list(x.perm)]
-            y = w.node("Pad", [w.read(x), w.init("pads", np.concatenate([pads[:, 0], pads[:, 1]]))],
+            table = table[list(x.perm)]
+            y = w.node("Pad", [w.read(x), w.init("pads", np.concatenate([table[:, 0], table[:, 1]]))],
                        "pad")
             w.requantized(out, y, x.perm)
         elif kind == "MAX_POOL_2D":

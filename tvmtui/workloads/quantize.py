@@ -12,9 +12,11 @@ MAX_POOL_2D) keep their input's parameters, as TFLite requires.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from tvmtui.workloads.tflite_writer import opcode_index, pack_model
+from tvmtui.graph.tflite_schema import opcode_index, pack_model
 
 _SAME_PARAMS = {"RESHAPE", "TRANSPOSE", "PAD", "MAX_POOL_2D"}
 # Left in float between a DEQUANTIZE and a QUANTIZE (none now: the converter writes int8
@@ -53,11 +55,11 @@ def fuse_like_converter(model_bytes: bytes) -> bytes:
         model.buffers[g.tensors[t].buffer].data = np.frombuffer(
             np.ascontiguousarray(array, np.float32).tobytes(), np.uint8)
 
-    producer: dict[int, object] = {}
+    producer: dict[int, Any] = {}  # tensor -> the OperatorT writing it
     kept = []
     for op in g.operators:
         name = names[model.operatorCodes[op.opcodeIndex].builtinCode]
-        src = producer.get(op.inputs[0])
+        src: Any = producer.get(op.inputs[0])  # its OperatorT, or None
         src_name = src and names[model.operatorCodes[src.opcodeIndex].builtinCode]
         alone = src is not None and readers.get(op.inputs[0]) == 1
         fused = getattr(getattr(src, "builtinOptions", None), "fusedActivationFunction", 0)

@@ -11,15 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tvmtui.workloads.nets import NetStats
-
-
-def _schema():
-    try:
-        from ai_edge_litert import schema_py_generated as schema
-    except ImportError:  # pragma: no cover - boards with only tflite-runtime
-        from tflite_runtime import schema_py_generated as schema  # type: ignore
-    return schema
+from tvmtui.graph.tflite_schema import pack_model, schema
+from tvmtui.workloads.netstats import NetStats
 
 
 def _nhwc(shape: list[int]) -> list[int]:
@@ -30,7 +23,7 @@ class TfliteNet:
     """Builds a TFLite model from layer calls; tensors are indices, weights buffers."""
 
     def __init__(self, name: str, input_shape: list[int]):
-        self.S = _schema()
+        self.S = schema()
         self.name = name
         self.tensors: list = []
         self.buffers: list = [self.S.BufferT()]  # buffer 0: the empty sentinel
@@ -80,7 +73,7 @@ class TfliteNet:
         op.opcodeIndex = self.opcodes[code]
         op.inputs = [self.index[i] if i is not None else -1 for i in inputs]
         op.outputs = [self.index[out]]
-        if options is not None:
+        if options is not None and options_type is not None:
             op.builtinOptionsType = getattr(self.S.BuiltinOptions, options_type)
             op.builtinOptions = options
         self.operators.append(op)
@@ -255,24 +248,3 @@ class TfliteNet:
             codes.append(oc)
         model.operatorCodes = codes
         return pack_model(model)
-
-
-def opcode_index(S, model, name: str) -> int:
-    """The index of builtin operator `name` in a ModelT's operator codes (added if new)."""
-    code = getattr(S.BuiltinOperator, name)
-    for i, oc in enumerate(model.operatorCodes):
-        if oc.builtinCode == code:
-            return i
-    oc = S.OperatorCodeT()
-    oc.builtinCode, oc.deprecatedBuiltinCode, oc.version = code, min(code, 127), 1
-    model.operatorCodes.append(oc)
-    return len(model.operatorCodes) - 1
-
-
-def pack_model(model, size_hint: int = 1 << 20) -> bytes:
-    """A ModelT (the schema's object API) as TFLite flatbuffer bytes."""
-    import flatbuffers
-
-    builder = flatbuffers.Builder(size_hint)
-    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
-    return bytes(builder.Output())

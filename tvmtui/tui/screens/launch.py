@@ -23,9 +23,10 @@ from textual.widgets.option_list import Option
 
 from tvmtui.baselines.runners import DEFAULT as DEFAULT_BASELINES
 from tvmtui.baselines.runners import cannot_run_here
+from tvmtui.core.errors import UserError
 from tvmtui.devices.local import describe_target
-from tvmtui.errors import UserError
 from tvmtui.tui.screens.modals import TrackerModal
+from tvmtui.tui.studio import studio
 from tvmtui.workloads import builtin, int8, nets
 
 
@@ -82,7 +83,7 @@ class LaunchScreen(Screen):
         """LLVM's name for this CPU and the CUDA GPUs need TVM: ask once, off the UI thread."""
         from tvmtui.devices.local import local_gpus
 
-        target = self.app.local_target()
+        target = studio(self).local_target()
         try:
             gpus = local_gpus()
         except Exception:  # noqa: BLE001 - a runtime without CUDA has no GPUs to list
@@ -139,7 +140,7 @@ class LaunchScreen(Screen):
         rows = read.rows
         devices = self.query_one("#devices", OptionList)
         chosen = devices.highlighted
-        keep = [o for o in devices.options if o.id == "local" or o.id.startswith("cuda:")]
+        keep = [o for o in devices.options if o.id == "local" or (o.id or "").startswith("cuda:")]
         devices.clear_options()
         devices.add_options([*keep, *[Option(p, id=i, disabled=d) for i, p, d in rows]])
         devices.highlighted = chosen if chosen is not None and chosen < devices.option_count else 0
@@ -154,7 +155,7 @@ class LaunchScreen(Screen):
 
     @on(OptionList.OptionHighlighted, "#workloads")
     def show_card(self, event: OptionList.OptionHighlighted) -> None:
-        spec = builtin.OPS.get(event.option.id)
+        spec = builtin.OPS.get(event.option.id or "")
         if spec is None:
             self.query_one("#workload-card", Static).update(f"{event.option.id}: ...")
             self.network_card(event.option.id)
@@ -234,14 +235,14 @@ class LaunchScreen(Screen):
         self.action_start()
 
     def action_sessions(self) -> None:
-        self.app.show_sessions()
+        studio(self).show_sessions()
 
     def action_start(self) -> None:
         path = self.query_one("#model-path", Input).value.strip()
         shapes = self.query_one("#shapes", Input).value.split()
         workloads = self.query_one("#workloads", OptionList)
         option = workloads.get_option_at_index(workloads.highlighted or 0)
-        spec = path or option.id
+        spec = path or option.id or ""
         try:
             trials = int(self.query_one("#trials", Input).value or 0)
         except ValueError:
@@ -250,7 +251,7 @@ class LaunchScreen(Screen):
         baselines = list(self.query_one("#baselines", SelectionList).selected)
         devices = self.query_one("#devices", OptionList)
         device = devices.get_option_at_index(devices.highlighted or 0).id or "local"
-        self.app.start_tuning(spec, shapes, trials, name, baselines, device)
+        studio(self).start_tuning(spec, shapes, trials, name, baselines, device)
 
 
 def _baseline_choices() -> list[tuple[str, str, bool]]:

@@ -22,6 +22,7 @@ from tvmtui.sessions import store as st
 from tvmtui.sessions.view import SessionView, variants_line
 from tvmtui.tui.screens.modals import BudgetModal, ConfirmModal, MessageModal
 from tvmtui.tui.sources import LiveSource, ReplaySource
+from tvmtui.tui.studio import studio
 from tvmtui.tui.widgets import (
     BaselinePanel,
     BoardTable,
@@ -171,7 +172,7 @@ class LiveScreen(Screen):
 
     def _render_summary(self) -> None:
         extra = ""
-        if not self.source.live:
+        if isinstance(self.source, ReplaySource):
             playing = "playing" if self.source.playing else "paused"
             extra = f"  replay {playing} x{self.source.speed:g}"
         now = None if self.source.live else self.view.last_t
@@ -189,46 +190,47 @@ class LiveScreen(Screen):
             return not self.source.live
         return True
 
-    def _live_only(self) -> bool:
-        if not self.source.live:
+    def _live_only(self) -> LiveSource | None:
+        """The source, when a worker is running it; else None, and the user is told why."""
+        if not isinstance(self.source, LiveSource):
             self.notify("this is a replay: space plays/pauses, n steps, [ ] change speed")
-            return False
+            return None
         if not self.source.worker_alive():
             self.notify(
                 f"no worker is running {self.source.name}; resume it from Sessions (r)",
                 severity="warning",
             )
-            return False
-        return True
+            return None
+        return self.source
 
     def action_pause(self) -> None:
-        if not self._live_only():
+        if not (source := self._live_only()):
             return
         if self.view.state == "paused":
-            self.source.send("resume")
+            source.send("resume")
             self.notify("resuming")
         else:
-            self.source.send("pause")
+            source.send("pause")
             self.notify("pausing after the current batch")
 
     def action_stop(self) -> None:
-        if not self._live_only():
+        if not (source := self._live_only()):
             return
 
         def answer(yes: bool | None) -> None:
             if yes:
-                self.source.send("stop", "stopped from the app")
+                source.send("stop", "stopped from the app")
                 self.notify("stopping after the current batch")
 
         self.app.push_screen(ConfirmModal(f"Stop tuning {self.source.name}?"), answer)
 
     def action_budget(self) -> None:
-        if not self._live_only():
+        if not (source := self._live_only()):
             return
 
         def answer(value: int | None) -> None:
             if value is not None:
-                self.source.send("budget", value)
+                source.send("budget", value)
                 self.notify(f"budget set to {value} trials")
 
         self.app.push_screen(BudgetModal(self.view.budget, self.view.trials), answer)
@@ -244,7 +246,7 @@ class LiveScreen(Screen):
             return
         self.bench_since = time.time()
         self.dirty = True
-        self.app.run_bench(self.source.name, self)
+        studio(self).run_bench(self.source.name, self)
 
     def on_bench_done(self, done: BenchDone) -> None:
         self.bench_since = None
@@ -255,37 +257,37 @@ class LiveScreen(Screen):
         if not self.source.live:
             self.notify("export a session from Sessions (e)")
             return
-        self.app.export_session(self.source.name)
+        studio(self).export_session(self.source.name)
 
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
 
     def action_replay_toggle(self) -> None:
-        if not self.source.live:
+        if isinstance(self.source, ReplaySource):
             self.source.toggle()
             self._render_summary()
 
     def action_replay_step(self) -> None:
-        if not self.source.live:
+        if isinstance(self.source, ReplaySource):
             self.source.step()
             self.tick()
 
     def action_replay_faster(self) -> None:
-        if not self.source.live:
+        if isinstance(self.source, ReplaySource):
             self.source.faster()
             self._render_summary()
 
     def action_replay_slower(self) -> None:
-        if not self.source.live:
+        if isinstance(self.source, ReplaySource):
             self.source.slower()
             self._render_summary()
 
     def action_leave(self) -> None:
-        self.app.show_sessions()
+        studio(self).show_sessions()
 
     @on(DataTable.RowSelected, "#trial-stream")
     def drill_into_trial(self, event: DataTable.RowSelected) -> None:
-        trial = int(event.row_key.value)
+        trial = int(event.row_key.value or -1)
         found = next((e for e in reversed(self.view.recent) if e["trial"] == trial), None)
         if found is None:
             return

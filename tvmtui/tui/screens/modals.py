@@ -14,13 +14,13 @@ from textual.widgets import (
     Static,
 )
 
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 
 
 class MessageModal(ModalScreen[None]):
     """A titled block of text (an error, a trial's trace, help)."""
 
-    BINDINGS = [Binding("escape,q,enter", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,enter", "close", "Close")]
 
     def __init__(self, title: str, body: str):
         super().__init__()
@@ -33,7 +33,7 @@ class MessageModal(ModalScreen[None]):
                 yield Static(Text(self.body), id="modal-body")
             yield Label("Esc closes", classes="hint")
 
-    def action_dismiss(self) -> None:
+    def action_close(self) -> None:
         self.dismiss(None)
 
 

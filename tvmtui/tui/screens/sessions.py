@@ -8,6 +8,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import (
     DataTable,
@@ -17,10 +18,11 @@ from textual.widgets import (
 )
 
 from tvmtui import fmt
-from tvmtui.errors import UserError
+from tvmtui.core.errors import UserError
 from tvmtui.sessions import catalog
 from tvmtui.sessions import store as st
 from tvmtui.tui.screens.modals import BudgetModal, ConfirmModal
+from tvmtui.tui.studio import studio
 
 
 class SessionsScreen(Screen):
@@ -75,7 +77,7 @@ class SessionsScreen(Screen):
         if table.row_count == 0:
             self.notify("no sessions yet: press n to start one")
             return None
-        return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        return table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
 
     @on(DataTable.RowSelected)
     def row_selected(self) -> None:
@@ -84,7 +86,7 @@ class SessionsScreen(Screen):
     def action_open(self) -> None:
         name = self._selected()
         if name:
-            self.app.open_live(name)
+            studio(self).open_live(name)
 
     def action_resume(self) -> None:
         """A paused session, or one with budget left, resumes as it is; one that spent its
@@ -100,12 +102,12 @@ class SessionsScreen(Screen):
             self.notify(str(exc), severity="error", timeout=10)
             return
         if summary.status in ("paused", "running", "starting") or summary.trials < summary.budget:
-            self.app.resume_session(name)  # it continues to its budget
+            studio(self).resume_session(name)  # it continues to its budget
             return
 
         def chosen(more: int | None) -> None:
             if more:
-                self.app.resume_session(name, more)
+                studio(self).resume_session(name, more)
 
         self.app.push_screen(BudgetModal(
             max(32, summary.budget), summary.trials,
@@ -115,15 +117,15 @@ class SessionsScreen(Screen):
     def action_replay(self) -> None:
         name = self._selected()
         if name:
-            self.app.open_replay(name)
+            studio(self).open_replay(name)
 
     def action_export(self) -> None:
         name = self._selected()
         if name:
-            self.app.export_session(name)
+            studio(self).export_session(name)
 
     def action_new(self) -> None:
-        self.app.show_launch()
+        studio(self).show_launch()
 
     def action_delete(self) -> None:
         name = self._selected()

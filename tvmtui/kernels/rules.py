@@ -39,7 +39,7 @@ def register() -> None:
         return
     import tvm
 
-    from tvmtui.tuning import intrinsics
+    from tvmtui.kernels import intrinsics
 
     intrinsics.register()
     for name, fn in ((RULE_PACK, _pack), (RULE_GEMM, _gemm), (RULE_UNPACK, _unpack),

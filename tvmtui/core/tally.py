@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from tvmtui.tuning import events as ev
+from tvmtui.core import events as ev
 
 
 class Tallied(Protocol):

@@ -45,7 +45,7 @@ def import_tvm(target: dict):
         _stubbed.discard(sub)
         del sys.modules[f"tvm.s_tir.tensor_intrin.{sub}"]
         importlib.import_module(f"tvm.s_tir.tensor_intrin.{sub}")
-    from tvmtui.tuning import rules
+    from tvmtui.kernels import rules
 
     rules.register()
     return tvm
@@ -55,7 +55,7 @@ def versions() -> dict:
     """Versions of TVM and the packages a session depends on (no TVM import needed)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {"python": sys.version.split()[0]}
+    out: dict[str, str | None] = {"python": sys.version.split()[0]}
     for pkg in ("apache-tvm", "apache-tvm-ffi", "xgboost", "numpy", "onnx", "tvmtui"):
         try:
             out[pkg] = version(pkg)

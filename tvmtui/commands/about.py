@@ -1,0 +1,27 @@
+"""`tvmtui --version`: tvmtui's version, the TVM and LLVM it runs on, and this chip."""
+
+from __future__ import annotations
+
+
+def version_lines() -> list[str]:
+    """Three lines; reading the chip imports nothing heavy, and LLVM's answer is cached."""
+    from tvmtui import __version__
+    from tvmtui.devices.fingerprint import this_fingerprint
+    from tvmtui.kernels.tvm_env import versions
+
+    fp = this_fingerprint()
+    pinned = versions()
+    tvm = f"TVM {fp.tvm} (apache-tvm-ffi {pinned.get('apache-tvm-ffi') or '?'})" if fp.tvm \
+        else "TVM not installed"
+    chip = fp.model_name or fp.arch
+    return [
+        f"tvmtui {__version__}",
+        f"{tvm}, LLVM {fp.llvm or 'unknown'}, Python {pinned['python']}",
+        f"chip: {chip} ({fp.arch}, {fp.cores} cores; {' '.join(fp.isa) or 'no ISA extensions read'}; "
+        f"fingerprint {fp.id}{', faked' if fp.faked else ''})",
+    ]
+
+
+def cmd_version() -> int:
+    print("\n".join(version_lines()))
+    return 0
