@@ -790,7 +790,7 @@ def test_revision_10_marks_each_kernels_weights_layout_free():
 def test_folded_layout_transforms_move_every_weight_where_the_index_map_says(shape, fn):
     from tvm.tirx import IndexMap
 
-    from tvmtui.graph.relax_import import _apply_index_map, _as_transpose, _scatter
+    from tvmtui.graph.fold import _apply_index_map, _as_transpose, _scatter
 
     index_map = IndexMap.from_func(fn)
     value = np.random.default_rng(0).standard_normal(shape).astype(np.float32)

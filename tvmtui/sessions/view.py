@@ -1,6 +1,7 @@
 """Fold a session's event stream into what a reader shows: per-task table, totals, ETA.
 
-Shared by the headless CLI view and (later) the TUI; fed live or from a replay.
+Shared by the headless CLI view (`commands/follow.py`), the app's live and replay screens
+and the bench; fed live or from a replay.
 """
 
 from __future__ import annotations
