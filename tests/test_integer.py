@@ -263,6 +263,30 @@ def test_dot_product_convolutions_match_the_reference_kernels(channels):
         assert before.dot == 2
 
 
+def _fc_net(net, rng):
+    """A conv, flattened into two fully connected layers: 4 x 3 x 16 = 192 -> 32 (on the
+    dot-product instruction from revision 17), then 32 -> 7 (7 outputs: no block of 16)."""
+    x = net.flatten(nets._conv_bn_relu(net, "input", rng, 4, 16, 3, 2, 0))
+    x = net.relu(net.dense(x, nets._he(rng, (32, 192), 192),
+                           (0.1 * rng.standard_normal(32)).astype(np.float32)))
+    return net.dense(x, nets._he(rng, (7, 32), 32), np.zeros(7, np.float32))
+
+
+@pytest.mark.skipif(not _has_vnni(), reason="this CPU has no AVX512-VNNI")
+def test_fully_connected_layers_run_on_the_dot_product_instruction():
+    model = _int8(_fc_net, (1, 4, 9, 7))
+    steps, plan = _steps(model, variant="nchwc", frames=20)
+    assert plan.lowered == {"conv2d": 1, "fully_connected": 2, "quantize": 1}
+    assert steps == 0
+    tvm, target = _target()
+    base = load_relax("tflite", model, {"input": [1, 9, 7, 4]})
+    _, blocked = gv.prepare(base, target, "nchwc")
+    assert blocked.dot == 2  # the conv and the 192 -> 32 layer
+    old = load_relax("tflite", model, {"input": [1, 9, 7, 4]}, revision=16)
+    _, before = gv.prepare(old, target, "nchwc", revision=16)
+    assert before.dot == 1  # a matmul on TOPI's int32 code
+
+
 def test_a_chip_without_vnni_gets_plain_integer_code():
     import tvm
 
@@ -365,11 +389,12 @@ def test_twins_are_written_as_the_converter_writes_them():
         ["QUANTIZE", "PAD", "CONV_2D", "DEQUANTIZE"]
 
 
-@pytest.mark.parametrize("revision", [15, 16])
+@pytest.mark.parametrize("revision", [15, 16, 17])
 def test_quantize_rounds_half_away_from_zero_at_every_edge(revision):
     """QUANTIZE as LiteRT's reference computes it (`round(x / scale) + zero point`, clamped),
-    for halves, the floats next to them, and values past the int8 range; revision 16's
-    `t + trunc(2 * (v - t))` and revision 14's select on the fraction alike."""
+    for halves, the floats next to them, and values past the int8 range, in a 4-D tensor;
+    revision 16's `t + trunc(2 * (v - t))`, on a flat view from 17, and revision 14's select
+    on the fraction alike."""
     tvm, target = _target()
     from tvm import relax
 
@@ -379,7 +404,7 @@ def test_quantize_rounds_half_away_from_zero_at_every_edge(revision):
     halves = np.arange(-300, 300, dtype=np.float32) + np.float32(0.5)
     v = np.concatenate([halves, np.nextafter(halves, 0), np.nextafter(halves, 1e9),
                         np.nextafter(halves, -1e9), [0.0, -0.0, 1e9, -1e9, 2.0 ** 23 + 1]])
-    x = (v.astype(np.float32) * scale).astype(np.float32)
+    x = (v.astype(np.float32) * scale).astype(np.float32).reshape(1, 5, 13, 37)
     bb = relax.BlockBuilder()
     var = relax.Var("x", relax.TensorType(list(x.shape), "float32"))
     with bb.function("main", [var]):
