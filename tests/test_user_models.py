@@ -106,25 +106,41 @@ def test_importer_failure_is_refused_before_a_session(cli, tmp_path):
     assert not cli.root.exists() or not any(cli.root.iterdir())
 
 
-def test_symbolic_batch_asks_for_shape_then_shows_it_pinned(cli, tmp_path):
+def test_symbolic_batch_tunes_at_one_other_symbolic_dims_ask(cli, tmp_path):
+    """A dynamic leading batch is 1, said on stderr and as a notice event naming the --shape
+    that changes it; a model with any other dynamic dimension still asks for a shape."""
+    both = tmp_path / "both.onnx"
+    both.write_bytes(shape_reshape_onnx(batch="N", height="H"))
+    proc = cli.run("tune", str(both), "--trials", "2")
+    assert proc.returncode == 2, proc.stderr
+    assert "--shape input=1x4x<H>x7" in proc.stderr
+    assert not cli.root.exists() or not any(cli.root.iterdir())
     path = tmp_path / "symbolic.onnx"
     path.write_bytes(shape_reshape_onnx(batch="N"))
-    proc = cli.run("tune", str(path), "--trials", "2")
-    assert proc.returncode == 2, proc.stderr
-    assert "--shape input=1x4x9x7" in proc.stderr
-    assert not cli.root.exists() or not any(cli.root.iterdir())
+    said = ("input 'input' has a dynamic batch (Nx4x9x7): tuned at batch 1; --shape "
+            "input=Nx4x9x7 tunes another")
+    one = cli.run("tune", str(path), "--trials", "2", "--variants", "nchw", "--session", "b1",
+                  "--json")
+    assert one.returncode == 0, one.stderr[-500:]
+    assert f"note: {said}" in one.stderr
+    events = [json.loads(line) for line in one.stdout.splitlines()]
+    assert [e["message"] for e in events if e["event"] == "notice"].count(said) == 1
+    shown = json.loads(cli.run("sessions", "show", "b1", "--json").stdout)
+    assert shown["workload_info"]["input_shapes"] == {"input": [1, 4, 9, 7]}
+    assert shown["workload_info"]["pinned"] == {"input": [1, 4, 9, 7]}
     tune = cli.run("tune", str(path), "--shape", "input=2x4x9x7", "--trials", "2",
                    "--variants", "nchw", "--session", "pinned", "--json")
     assert tune.returncode == 0, tune.stderr[-500:]
     shown = json.loads(cli.run("sessions", "show", "pinned", "--json").stdout)
     assert shown["workload_info"]["input_shapes"] == {"input": [2, 4, 9, 7]}
-    listed = json.loads(cli.run("sessions", "list", "--json").stdout)
-    assert listed[0]["pinned"] == {"input": [2, 4, 9, 7]}
+    assert "dynamic batch" not in tune.stderr
+    listed = {s["name"]: s for s in json.loads(cli.run("sessions", "list", "--json").stdout)}
+    assert listed["pinned"]["pinned"] == {"input": [2, 4, 9, 7]}
     from tvmtui import fmt
     from tvmtui.sessions.store import SessionSummary
 
     # The sessions table (CLI and the app's Sessions screen) names the pinned shape.
-    assert fmt.session_cells(SessionSummary(**listed[0]))[1] == "symbolic (input=2x4x9x7)"
+    assert fmt.session_cells(SessionSummary(**listed["pinned"]))[1] == "symbolic (input=2x4x9x7)"
 
 
 def test_task_whose_space_breaks_is_tuned_without_the_rule_at_fault(cli, tmp_path):
@@ -201,14 +217,14 @@ def test_int8_zoo_twin_tunes_blocked_and_is_exact_against_litert_reference_kerne
 
 
 def test_app_prompts_for_a_symbolic_input_shape(tmp_path):
-    """Typing a model path whose batch is symbolic shows which input needs a shape and a
-    value to start from; the pinned shape then starts a session."""
+    """Typing a model path with a symbolic dimension other than its batch shows which input
+    needs a shape and a value to start from; the pinned shape then starts a session."""
     import asyncio
 
     from tvmtui.tui.app import TvmTuiApp
 
     path = tmp_path / "symbolic.onnx"
-    path.write_bytes(shape_reshape_onnx(batch="N"))
+    path.write_bytes(shape_reshape_onnx(batch="N", height="H"))
 
     async def scenario():
         app = TvmTuiApp(tmp_path / "sessions", start="launch")
@@ -221,11 +237,11 @@ def test_app_prompts_for_a_symbolic_input_shape(tmp_path):
                 if prompt.display:
                     break
             assert prompt.display
-            assert "input=1x4x9x7" in str(prompt.content)
-            assert screen.query_one("#shapes").placeholder == "input=1x4x9x7"
+            assert "input=1x4x<H>x7" in str(prompt.content)
+            assert screen.query_one("#shapes").placeholder == "input=1x4x<H>x7"
             await pilot.press("ctrl+s")  # without a shape: the error says what to pin
             await pilot.pause(1.5)
-            assert any("--shape input=1x4x9x7" in n.message for n in app._notifications)
+            assert any("--shape input=1x4x<H>x7" in n.message for n in app._notifications)
             assert not (tmp_path / "sessions").exists() or not any((tmp_path / "sessions").iterdir())
 
     asyncio.run(scenario())

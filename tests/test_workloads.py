@@ -4,6 +4,7 @@ from onnx import TensorProto, helper
 
 from tvmtui.core.errors import UserError
 from tvmtui.workloads import builtin, load_workload, parse_shapes
+from tvmtui.workloads.loader import resolve_shapes
 
 
 def test_table2_operators_are_all_there_with_paper_shapes():
@@ -40,13 +41,17 @@ def _dynamic_model(path):
 
 def test_shape_override_pins_dynamic_dims_and_changes_the_hash(tmp_path):
     path = tmp_path / "dyn.onnx"
-    _dynamic_model(path)
-    with pytest.raises(UserError, match="dynamic dimension.*--shape x=1x8"):
-        load_workload(str(path))
+    _dynamic_model(path)  # only its batch is dynamic: 1, and said
+    batch = load_workload(str(path))
+    assert batch.input_shapes == {"x": [1, 8]} and batch.pinned == {"x": [1, 8]}
+    assert batch.notices == ["input 'x' has a dynamic batch (Nx8): tuned at batch 1; "
+                             "--shape x=Nx8 tunes another"]
     one = load_workload(str(path), ["x=1x8"])
     four = load_workload(str(path), ["x=4x8"])
-    assert one.input_shapes == {"x": [1, 8]}
-    assert one.graph_hash != four.graph_hash
+    assert one.input_shapes == {"x": [1, 8]} and not one.notices
+    assert one.graph_hash == batch.graph_hash != four.graph_hash
+    with pytest.raises(UserError, match="dynamic dimension.*--shape x=1x<T>"):
+        resolve_shapes([("x", ["N", "T"])], {}, "m.onnx", {})
 
 
 @pytest.mark.parametrize("bad", ["x", "x=", "x=1xa", "=1x2", "x=0x3"])

@@ -15,9 +15,10 @@ def _init(name: str, array: np.ndarray) -> onnx.TensorProto:
     return numpy_helper.from_array(array, name)
 
 
-def shape_reshape_onnx(batch: str | int = 1) -> bytes:
+def shape_reshape_onnx(batch: str | int = 1, height: str | int = 9) -> bytes:
     """Conv -> ReLU -> Reshape whose target shape is computed at run time (Shape -> Gather ->
-    Unsqueeze -> Concat), plus an Identity chain on a constant, as exporters write them."""
+    Unsqueeze -> Concat), plus an Identity chain on a constant, as exporters write them; an
+    input of `batch` x 4 x `height` x 7 (a str: a symbolic dimension)."""
     rng = np.random.default_rng(7)
     w = (rng.standard_normal((8, 4, 3, 3)) * 0.2).astype(np.float32)
     bias = rng.standard_normal(8).astype(np.float32)
@@ -35,7 +36,7 @@ def shape_reshape_onnx(batch: str | int = 1) -> bytes:
              _init("axes", np.array([0], np.int64)), _init("minus_one", np.array([-1], np.int64))]
     graph = helper.make_graph(
         nodes, "shape_reshape",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 4, 9, 7])],
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 4, height, 7])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, None])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8

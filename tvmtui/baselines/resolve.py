@@ -3,7 +3,7 @@ workload / model file (with the best matching session's records, when there is o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tvmtui.baselines.floattwin import FloatTwin, find_float_twin
@@ -22,7 +22,7 @@ class BenchTarget:
     session: st.Session | None
     writable: bool  # results may be saved into the session
     tuned_reason: str | None
-    note: str | None = None
+    notes: list[str] = field(default_factory=list)  # said before the table and in the report
     device: dict | None = None  # a board session's device: the baselines run on that board
     board_cores: int | None = None
     float_twin: FloatTwin | None = None  # an int8 zoo twin's tuned float network
@@ -66,11 +66,12 @@ def resolve(root: Path, spec: str, shape_items: list[str] | None) -> BenchTarget
         return BenchTarget(
             model, target, workload.graph_hash, None, writable=False,
             tuned_reason=f"no tuned session of {workload.name} on this target and chip in {root}; "
-            f"tune it first: tvmtui tune {spec}",
+            f"tune it first: tvmtui tune {spec}", notes=workload.notices,
         )
     return BenchTarget(model, target, workload.graph_hash, tuned, writable=True,
                        tuned_reason=None,
-                       note=f"tvm-tuned uses session {tuned.name!r} (same graph and target)",
+                       notes=[*workload.notices,
+                              f"tvm-tuned uses session {tuned.name!r} (same graph and target)"],
                        float_twin=find_float_twin(root, workload.source, target))
 
 

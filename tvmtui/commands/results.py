@@ -49,7 +49,7 @@ def cmd_bench(args) -> int:
     model = found.model
     frames = (fr.folder_frames(model, Path(args.inputs), args.frames) if args.inputs
               else fr.seeded_frames(model, args.frames, args.seed))
-    notes = [found.note] if found.note else []
+    notes = list(found.notes)
     if found.session is not None and found.session.worker_alive():
         notes.append("the session is still tuning: timings share the CPU with its measurements")
     if not args.json:

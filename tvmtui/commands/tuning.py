@@ -38,6 +38,8 @@ def cmd_tune(args) -> int:
     if name is not None:
         st.check_name(name)
     workload = load_workload(args.workload, args.shape)
+    for note in workload.notices:
+        print(f"note: {note}", file=sys.stderr)
     name = name or default_name(workload)
     root = sessions_dir(args)
     if (root / name).exists():

@@ -328,6 +328,10 @@ def run(session_path: Path) -> int:
         if faked:
             tuner.emit_notice(f"the chip fingerprint is FAKED (TVMTUI_FAKE_FINGERPRINT={faked}): "
                               "chip checks are pretended, for tests and demos only")
+        said = {e.get("message") for e in session.iter_events(ev.NOTICE)}
+        for note in meta["workload"].get("notices", []):  # e.g. a dynamic batch tuned at 1
+            if note not in said:
+                tuner.emit_notice(note)
         infos = tuner.prepare()
         session.append(ev.TASKS_EXTRACTED, {"tasks": [i.__dict__ for i in infos],
                                             "variants": tuner.plans})

@@ -25,6 +25,7 @@ class Workload:
     flops: int | None = None
     format: str = "onnx"  # the model file's format: "onnx" or "tflite"
     pinned: dict[str, list[int]] = field(default_factory=dict)  # shapes set with --shape
+    notices: list[str] = field(default_factory=list)  # what loading decided for the user
 
     def meta(self) -> dict:
         """What a session stores about its workload."""
@@ -37,6 +38,7 @@ class Workload:
             "flops": self.flops,
             "format": self.format,
             "pinned": self.pinned,
+            "notices": self.notices,
         }
 
 
@@ -73,11 +75,23 @@ def _canonical_bytes(model) -> bytes:
     return model.SerializeToString(deterministic=True)
 
 
+def _dynamic(d) -> bool:
+    return not isinstance(d, int) or d <= 0
+
+
+def batch_only(dims: list) -> bool:
+    """Whether a shape's one dynamic dimension is its leading one (a dynamic batch)."""
+    return bool(dims) and _dynamic(dims[0]) and not any(_dynamic(d) for d in dims[1:])
+
+
 def resolve_shapes(
-    declared: list[tuple[str, list[int]]], overrides: dict[str, list[int]], path
+    declared: list[tuple[str, list[int]]], overrides: dict[str, list[int]], path,
+    batched: dict[str, str] | None = None,
 ) -> dict[str, list[int]]:
     """Apply `--shape` overrides to a model's declared input shapes (a dimension <= 0 is
-    dynamic); refuse unknown names, wrong ranks and any dimension left dynamic."""
+    dynamic); refuse unknown names, wrong ranks and any dimension left dynamic but a leading
+    batch, which is 1 (`batched`: input -> the notice saying so, and the --shape that
+    changes it)."""
     known = {name for name, _ in declared}
     for name in overrides:
         if name not in known:
@@ -92,7 +106,14 @@ def resolve_shapes(
                 f"--shape {name} has {len(new)} dimensions, the model's input has {len(dims)}"
             )
         dims = list(new) if new is not None else list(dims)
-        if any(not isinstance(d, int) or d <= 0 for d in dims):
+        if new is None and batch_only(dims):
+            shown = _shown(dims)
+            dims = [1, *dims[1:]]
+            if batched is not None:
+                batched[name] = (f"input {name!r} has a dynamic batch ({shown}): tuned at batch "
+                                 f"1; --shape {name}={'x'.join(['N', *map(str, dims[1:])])} "
+                                 "tunes another")
+        if any(_dynamic(d) for d in dims):
             raise UserError(
                 f"input {name!r} of {path} has a dynamic dimension ({_shown(dims)}); pin it "
                 f"with --shape {name}={_suggested(dims)}"
@@ -141,8 +162,9 @@ def _onnx_declared(model) -> list[tuple[str, list]]:
 
 
 def dynamic_inputs(path: str) -> list[str]:
-    """For a model file, `NAME=SUGGESTION` for every input with a symbolic dimension (what
-    `--shape` / the app's shapes field needs); [] for static or unreadable files."""
+    """For a model file, `NAME=SUGGESTION` for every input with a symbolic dimension other
+    than a leading batch, which is 1 (what `--shape` / the app's shapes field needs); [] for
+    static or unreadable files."""
     file = Path(path)
     try:
         if file.suffix.lower() == ".tflite":
@@ -157,14 +179,15 @@ def dynamic_inputs(path: str) -> list[str]:
     except Exception:  # noqa: BLE001 - loading reports what is wrong with the file
         return []
     return [f"{name}={_suggested(dims)}" for name, dims in declared
-            if any(not isinstance(d, int) or d <= 0 for d in dims)]
+            if any(_dynamic(d) for d in dims) and not batch_only(dims)]
 
 
-def _pin_shapes(model, overrides: dict[str, list[int]], path: str) -> dict[str, list[int]]:
+def _pin_shapes(model, overrides: dict[str, list[int]], path: str,
+                batched: dict[str, str]) -> dict[str, list[int]]:
     """Resolve the ONNX graph's input shapes and write them into the graph."""
     init_names = {init.name for init in model.graph.initializer}
     inputs = [i for i in model.graph.input if i.name not in init_names]
-    shapes = resolve_shapes(_onnx_declared(model), overrides, path)
+    shapes = resolve_shapes(_onnx_declared(model), overrides, path, batched)
     for inp in inputs:
         for dim, value in zip(inp.type.tensor_type.shape.dim, shapes[inp.name]):
             dim.ClearField("dim_param")
@@ -173,7 +196,7 @@ def _pin_shapes(model, overrides: dict[str, list[int]], path: str) -> dict[str, 
 
 
 def _file_workload(path: Path, fmt: str, data: bytes, shapes: dict[str, list[int]],
-                   overrides: dict[str, list[int]]) -> Workload:
+                   overrides: dict[str, list[int]], batched: dict[str, str]) -> Workload:
     return Workload(
         name=path.stem,
         kind=fmt,
@@ -182,7 +205,8 @@ def _file_workload(path: Path, fmt: str, data: bytes, shapes: dict[str, list[int
         graph_hash=graph_hash(data, shapes),
         model_bytes=data,
         format=fmt,
-        pinned={k: shapes[k] for k in overrides},
+        pinned={k: shapes[k] for k in shapes if k in overrides or k in batched},
+        notices=list(batched.values()),
     )
 
 
@@ -226,7 +250,8 @@ def _load_onnx_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
     except (onnx.checker.ValidationError, ValueError) as exc:  # incl. bad UTF-8 in names
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid"
         raise UserError(f"{path} is not a valid ONNX model: {first}") from None
-    shapes = _pin_shapes(model, overrides, str(path))
+    batched: dict[str, str] = {}
+    shapes = _pin_shapes(model, overrides, str(path), batched)
     missing = unsupported_onnx_ops(model)
     if missing:
         dynamic = any(m.startswith(DYNAMIC_QUANTIZED) for m in missing)
@@ -235,7 +260,8 @@ def _load_onnx_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
             + ("; it is dynamically quantized (integer ops with scales computed at run time):"
                " quantize it statically (QDQ, onnxruntime's quantize_static) or tune the float"
                " model" if dynamic else ""))
-    return _checked(_file_workload(path, "onnx", _canonical_bytes(model), shapes, overrides))
+    return _checked(_file_workload(path, "onnx", _canonical_bytes(model), shapes, overrides,
+                                   batched))
 
 
 def _load_tflite_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
@@ -270,8 +296,9 @@ def _load_tflite_file(path: Path, overrides: dict[str, list[int]]) -> Workload:
             f"{', '.join(quantized[:5])}{' ...' if len(quantized) > 5 else ''}; "
             "use a float model, or one without them"
         )
-    shapes = resolve_shapes(inputs, overrides, path)
-    return _checked(_file_workload(path, "tflite", data, shapes, overrides))
+    batched: dict[str, str] = {}
+    shapes = resolve_shapes(inputs, overrides, path, batched)
+    return _checked(_file_workload(path, "tflite", data, shapes, overrides, batched))
 
 
 def _checked(workload: Workload) -> Workload:
