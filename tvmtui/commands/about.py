@@ -10,13 +10,13 @@ def version_lines() -> list[str]:
     from tvmtui.kernels.tvm_env import versions
 
     fp = this_fingerprint()
-    pinned = versions()
-    tvm = f"TVM {fp.tvm} (apache-tvm-ffi {pinned.get('apache-tvm-ffi') or '?'})" if fp.tvm \
-        else "TVM not installed"
+    pkg = versions()
+    tvm = f"TVM {pkg['apache-tvm']} (apache-tvm-ffi {pkg['apache-tvm-ffi'] or '?'})" \
+        if pkg["apache-tvm"] else "TVM not installed"
     chip = fp.model_name or fp.arch
     return [
         f"tvmtui {__version__}",
-        f"{tvm}, LLVM {fp.llvm or 'unknown'}, Python {pinned['python']}",
+        f"{tvm}, LLVM {fp.llvm or 'unknown'}, Python {pkg['python']}",
         f"chip: {chip} ({fp.arch}, {fp.cores} cores; {' '.join(fp.isa) or 'no ISA extensions read'}; "
         f"fingerprint {fp.id}{', faked' if fp.faked else ''})",
     ]

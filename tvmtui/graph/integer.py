@@ -247,6 +247,7 @@ def lower_integer(mod, revision: int = 17) -> tuple[Any, IntegerPlan]:
             e = Emitter(self.builder_)
             out_shape = [int(d) for d in call.ty.shape]
             channels = out_shape[-1]
+            as_conv = False  # a fully connected layer written as a 1x1 convolution
             if name == "relax.nn.conv2d":
                 a = call.attrs
                 if str(a.data_layout) != "NHWC" or str(a.kernel_layout) not in ("HWIO", "HWOI"):
@@ -270,7 +271,8 @@ def lower_integer(mod, revision: int = 17) -> tuple[Any, IntegerPlan]:
                     raise _NotThisShape
                 sums = weight.sum(axis=0)
                 rows = [int(d) for d in x.expr.ty.shape]
-                if revision >= 17 and len(rows) == 2:
+                as_conv = revision >= 17 and len(rows) == 2
+                if as_conv:
                     # A 1x1 convolution over one row of M pixels: the blocked variant then
                     # runs it on the dot-product instruction like any convolution (TOPI's
                     # int32 dense ran DQN int8's 3136 -> 512 layer, a third of the network).
@@ -307,7 +309,7 @@ def lower_integer(mod, revision: int = 17) -> tuple[Any, IntegerPlan]:
                 multiplier, shift = multiplier[:1], shift[:1]
             result = e.requantize(acc, multiplier, shift, out[1], *clamp, out[2], rank,
                                   single=kind == "fully_connected")
-            if out_shape != [int(d) for d in call.ty.shape]:  # a fully connected layer as a conv
+            if as_conv:  # back to the layer's [M, N]
                 result = e.emit(relax.op.reshape(result, out_shape[2:]))
             return kind, result
 
