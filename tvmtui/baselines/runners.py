@@ -53,6 +53,9 @@ def _tflite_runner(name: str, detail: str, model: BenchModel, interpreter) -> Ru
     outs = [d["index"] for d in interpreter.get_output_details()]
 
     def feed(frame):
+        # A sequence LSTM's state is a variable tensor that LiteRT carries from one invoke
+        # to the next: every frame starts from the stored state, as the compiled graph does.
+        interpreter.reset_all_variables()
         for index, x in zip(ins, model.to_format("tflite", frame)):
             interpreter.set_tensor(index, x)
         return None

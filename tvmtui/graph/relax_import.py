@@ -125,6 +125,8 @@ def _tflite_converter():
     from tvm import relax
     from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
 
+    from tvmtui.graph.recurrent_tflite import sequence_lstm
+
     class Converter(OperatorConverter):
         # Stock refuses int8 PAD and TRANSPOSE although its converters are right for them
         # (PAD pads with the input's zero point; TRANSPOSE moves integers): the TFLite
@@ -139,6 +141,13 @@ def _tflite_converter():
                 return self.get_tensor_expr(self.get_tensors([input_tensor_idx])[0])
             return super().get_expr(input_tensor_idx)
 
+        def convert_unidirectional_sequence_lstm(self, op):
+            # Stock takes only the coupled-gate form (a Keras LSTM has an input gate).
+            return sequence_lstm(self, op, bidirectional=False)
+
+        def convert_bidirectional_sequence_lstm(self, op):
+            return sequence_lstm(self, op, bidirectional=True)
+
         def convert_expand_dims(self, op):
             # Stock passes a third argument relax.op.expand_dims does not take.
             data, axis = self.get_input_tensors(op)
@@ -151,7 +160,7 @@ def _tflite_converter():
 def onnx_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]],
                   revision: int = REWRITE_REVISION):
     """ONNX bytes -> Relax IRModule with weights bound as constants, inference form (shape
-    and constant subgraphs folded first)."""
+    and constant subgraphs folded first, recurrent nodes written out step by step)."""
     import onnx
     import tvm
     from tvm import relax
@@ -159,8 +168,9 @@ def onnx_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]],
     from tvm.relax.frontend.onnx import onnx_frontend as frontend
 
     from tvmtui.graph.normalize import fold_onnx
+    from tvmtui.graph.recurrent import expand_recurrent
 
-    model = onnx.load_from_string(fold_onnx(model_bytes))
+    model = expand_recurrent(onnx.load_from_string(fold_onnx(model_bytes)))
     with _ONNX_IMPORT:
         stock = frontend._get_convert_map
         if revision >= 2:

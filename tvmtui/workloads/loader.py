@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tvmtui.core.errors import UserError
+from tvmtui.graph.recurrent import RECURRENT
 from tvmtui.workloads import builtin, nets, tflite_file
 
 
@@ -218,7 +219,8 @@ def unsupported_onnx_ops(model) -> list[str]:
     """Operator types in the graph that TVM's Relax ONNX frontend cannot import."""
     from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
 
-    supported = {*_get_convert_map(), "If"}  # the importer converts If itself
+    # The importer converts If itself; recurrent nodes are written out before it runs.
+    supported = {*_get_convert_map(), "If", *RECURRENT}
     found: dict[str, str] = {}
     for i, node in enumerate(model.graph.node):
         if node.domain not in ("", "ai.onnx") or node.op_type not in supported:
