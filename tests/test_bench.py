@@ -134,8 +134,36 @@ def test_parity_gate_rejects_a_perturbed_tvm_build(tuned):
         assert row.parity.max_abs_err > 1e-3
         assert row.speedup is None and row.speedup_unchecked > 0
         assert fmt.speedup_cell(asdict(row)) == "FAILED parity"
+        # The graph in float64 (the true model) names the side that is wrong: TVM's.
+        assert [o["passed"] for o in row.parity.outputs] == [False], row.parity.outputs
+        assert row.parity.exact["outputs"][0]["off"] == "reference", row.parity.exact
+        assert "tvm-tuned is off" in row.parity.verdict, row.parity.verdict
     assert report.summary()["speedup"] is None
     assert set(report.summary()["failed"]) == {"onnxruntime", "tflite"}
+
+
+def test_a_float32_rounding_miss_is_judged_neither_side_wrong(tuned):
+    """At a tolerance below float32 rounding, the runtimes miss; the float64 graph says
+    both are rounding, per output, and the report says what the frames were."""
+    out = tuned.run("bench", "d9", "--json", "--baselines", "onnxruntime,tflite",
+                    "--tolerance", "1e-12", "--no-save", *QUICK)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert "input: N(0, 1) (not an image)" in report["inputs"], report["inputs"]
+    missed = [b for b in report["baselines"] if b["parity"] and not b["parity"]["passed"]]
+    assert missed, report["baselines"]
+    for row in missed:
+        parity = row["parity"]
+        assert parity["outputs"][0]["shape"] == [1, 1024, 7, 7]
+        assert parity["outputs"][0]["max_rel_err"] == pytest.approx(parity["max_rel_err"])
+        assert "neither is wrong" in parity["verdict"], parity["verdict"]
+        judged = parity["exact"]["outputs"][0]
+        assert judged["off"] == "neither" and 0 < judged["baseline_err"] < 1e-5
+    name = missed[0]["name"]
+    table = tuned.run("bench", "d9", "--baselines", name, "--tolerance", "1e-12",
+                      "--no-save", *QUICK)
+    assert f"{name} verdict: against the graph in float64" in table.stdout, table.stdout
+    assert "inputs: seeded frames" in table.stdout
 
 
 def test_workload_without_session_and_bad_input(tuned, tmp_path):
@@ -194,6 +222,7 @@ def test_app_runs_baselines_for_the_session(tuned):
             console.print(screen.query_one("#baseline-panel").content)
             text = console.export_text()
             assert "onnxruntime" in text and "not available" in text
+            assert "inputs: seeded frames (seed 0): input: N(0, 1)" in text, text
             await pilot.press("escape")
             await wait_until(pilot, lambda: isinstance(app.screen, SessionsScreen), 10, "sessions")
             table = app.screen.query_one("DataTable")

@@ -57,6 +57,17 @@ def speedup_cell(row: dict) -> str:
     return f"{row['speedup']:.2f}x"
 
 
+def parity_outputs(outputs: list[dict]) -> str:
+    """A parity check's per-output figures: `output 0 (1x2016x18) 2.8e-04 FAIL; ...`."""
+    cells = []
+    for row in outputs:
+        shape = "x".join(str(d) for d in row["shape"])
+        figure = (f"{row['max_steps']:.0f} q-step(s)" if "max_steps" in row
+                  else f"{row['max_rel_err']:.1e}")
+        cells.append(f"output {row['index']} ({shape}) {figure} {'ok' if row['passed'] else 'FAIL'}")
+    return "; ".join(cells) or "-"
+
+
 def parity_cell(parity: dict | None) -> str:
     """A bench row's parity (JSON): `ok 6.4e-06`, `FAIL 3.1e-02` or `FAIL: <why>`."""
     if not parity:

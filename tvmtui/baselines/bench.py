@@ -53,6 +53,12 @@ class Parity:
     against: str  # the reference it was compared with
     error: str | None = None  # why it failed, when it is not a plain tolerance miss
     max_steps: float | None = None  # quantized outputs: worst error in quantization steps
+    # per output: index, shape, max_abs_err, max_rel_err (or max_steps), passed
+    outputs: list[dict] = field(default_factory=list)
+    # a float miss judged against the graph in float64 (`exact.judge`): who is off, and by how much
+    verdict: str | None = None
+    exact: dict | None = None
+    worst_frame: int | None = field(default=None, repr=False)  # where the largest miss was
 
 
 @dataclass
@@ -116,6 +122,7 @@ class BenchReport:
     device: str = "local CPU"  # where every row ran
     # an int8 zoo twin: its float network tuned on this chip, timed beside it (`floattwin`)
     float_twin: dict | None = None
+    inputs: str = ""  # what the parity frames are: each input's range, or the --inputs folder
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -157,6 +164,7 @@ class BenchRequest:
     graph_hash: str = ""
     device: dict | None = None  # a board session's device: everything runs on that board
     float_twin: ft.FloatTwin | None = None  # timed beside tvm-tuned, on its own frame
+    inputs: str = ""  # what the frames are (`frames.describe`), for the report
 
 
 class BoardLost(UserError):
@@ -213,8 +221,10 @@ def check_parity(reference: RemoteRunner, others: list[RemoteRunner],
     (`steps[i]`) pass within QUANT_STEPS of it; the others within `tolerance`."""
     worst: dict[str, list[Any]] = {r.name: [0.0, 0.0, None] for r in others}  # abs, rel, problem
     worst_steps = {r.name: 0.0 for r in others}
+    per_output: dict[str, list[dict]] = {r.name: [] for r in others}
+    worst_frame: dict[str, tuple[float, int]] = {}
     quantized = any(s for s in steps)
-    for frame in frames:
+    for index, frame in enumerate(frames):
         ref = reference.infer(frame)
         for r in others:
             w = worst[r.name]
@@ -241,10 +251,17 @@ def check_parity(reference: RemoteRunner, others: list[RemoteRunner],
                 abs_err, rel, problem = compare(ref, got)
             w[0], w[1] = max(w[0], abs_err), max(w[1], rel)
             w[2] = problem
+            if problem is None:
+                _track_outputs(per_output[r.name], ref, got, steps)
+                if rel > worst_frame.get(r.name, (-1.0, 0))[0]:
+                    worst_frame[r.name] = (rel, index)
     out = {}
     for name, (a, rel, problem) in worst.items():
         finite = problem is None
         q = worst_steps[name] if quantized else None
+        for row in per_output[name]:
+            row["passed"] = (row["max_steps"] <= QUANT_STEPS if "max_steps" in row
+                             else row["max_rel_err"] <= tolerance)
         out[name] = Parity(
             max_abs_err=a if finite else None,
             max_rel_err=rel if finite else None,
@@ -253,8 +270,27 @@ def check_parity(reference: RemoteRunner, others: list[RemoteRunner],
             against=reference.name,
             error=problem,
             max_steps=q,
+            outputs=per_output[name] if finite else [],
+            worst_frame=worst_frame.get(name, (0.0, None))[1],
         )
     return out
+
+
+def _track_outputs(rows: list[dict], ref: list[np.ndarray], got: list[np.ndarray],
+                   steps: tuple) -> None:
+    """Fold one frame's per-output differences into `rows` (one dict per output)."""
+    for i, (mine, theirs) in enumerate(zip(got, ref)):
+        if len(rows) <= i:
+            rows.append({"index": i, "shape": list(theirs.shape)})
+        row = rows[i]
+        step = steps[i] if i < len(steps) else None
+        diff = np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
+        if step:
+            row["max_steps"] = max(row.get("max_steps", 0.0), float(np.rint(diff / step).max()))
+            continue
+        row["max_abs_err"] = max(row.get("max_abs_err", 0.0), float(diff.max(initial=0.0)))
+        rel = diff / np.maximum(np.abs(theirs.astype(np.float64)), 1.0)
+        row["max_rel_err"] = max(row.get("max_rel_err", 0.0), float(rel.max(initial=0.0)))
 
 
 # ---- the whole run ----------------------------------------------------------------------------
@@ -337,6 +373,7 @@ def _measure(req: BenchRequest, loaded: dict, results: dict[str, BaselineResult]
         for name, parity in check_parity(reference, others, req.frames, req.tolerance,
                                          req.model.output_steps).items():
             results[name].parity = parity
+        _judge_misses(req, reference, loaded, results)
         if reference.name == "tvm-tuned" and "tvm-untuned" in loaded:
             # the tuned row's own check: the same comparison, seen from its side
             results["tvm-tuned"].parity = results["tvm-untuned"].parity
@@ -349,6 +386,30 @@ def _measure(req: BenchRequest, loaded: dict, results: dict[str, BaselineResult]
     samples = time_runners(runners, req.frames[0], req.warmup, req.repeats, req.max_seconds,
                            own_frames=own)
     return reference, samples
+
+
+def _judge_misses(req: BenchRequest, reference: RemoteRunner, loaded: dict,
+                  results: dict[str, BaselineResult]) -> None:
+    """Each float output that missed the tolerance, judged against the graph in float64
+    on the frame where it missed most (`exact`): which side is off."""
+    from tvmtui.baselines.exact import ExactReference, judge
+
+    exact = ExactReference(req.model)
+    for name, runner in loaded.items():
+        parity = results[name].parity
+        if runner is reference or parity is None or parity.passed or parity.error:
+            continue
+        disputed = [row["index"] for row in parity.outputs
+                    if not row["passed"] and "max_rel_err" in row]
+        if not disputed or parity.worst_frame is None:
+            continue
+        frame = req.frames[parity.worst_frame]
+        try:
+            parity.verdict, parity.exact = judge(
+                exact, frame, parity.worst_frame, reference.infer(frame), runner.infer(frame),
+                reference.name, name, disputed, req.tolerance)
+        except Exception as exc:  # noqa: BLE001 - the verdict is extra; the miss stands
+            parity.verdict = f"no float64 verdict: {type(exc).__name__}: {exc}"[:300]
 
 
 def _reference_kernels(req: BenchRequest, loaded: dict) -> ReferenceCheck | None:
@@ -450,6 +511,7 @@ def run_bench(req: BenchRequest) -> BenchReport:
         seconds=round(time.time() - start, 1),
         device=where,
         reference_kernels=kernels,
+        inputs=req.inputs,
     )
     if kernels is not None:
         report.notes.append(kernels.note())

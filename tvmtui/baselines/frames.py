@@ -1,7 +1,9 @@
-"""Input frames for the parity gate: seeded random tensors, or the user's `.npy` files."""
+"""Input frames for the parity gate: seeded random tensors in the range each input expects,
+or the user's `.npy` files."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -10,18 +12,105 @@ from tvmtui.baselines.model import BenchModel
 from tvmtui.core.errors import UserError
 
 
+@dataclass(frozen=True)
+class InputRange:
+    """What one input's seeded values are drawn from, and why."""
+
+    low: float | None  # None: a standard normal
+    high: float | None
+    why: str
+
+    def text(self, name: str) -> str:
+        what = "N(0, 1)" if self.low is None else f"uniform [{self.low:g}, {self.high:g}]"
+        return f"{name}: {what} ({self.why})"
+
+
+def input_ranges(model: BenchModel) -> dict[str, InputRange]:
+    """The range each input expects: a quantized input's representable values, the range a
+    float input's QUANTIZE can hold, [0, 1] for an image (rank 4, 1, 3 or 4 channels); a
+    standard normal for anything else (features, embeddings, audio, latents)."""
+    quantized = _tflite_input_quantization(model) if model.native == "tflite" else {}
+    out = {}
+    for name, shape in model.input_shapes.items():
+        dtype = np.dtype(model.input_dtypes[name])
+        if name in quantized:
+            out[name] = quantized[name]
+        elif dtype.kind in "iu":
+            out[name] = InputRange(0, 9, "integers")
+        elif _is_image(shape, model.native):
+            out[name] = InputRange(0.0, 1.0, "an image")
+        else:
+            out[name] = InputRange(None, None, "not an image")
+    return out
+
+
+def _is_image(shape: list[int], native: str) -> bool:
+    if len(shape) != 4:
+        return False
+    channels, spatial = (shape[3], shape[1:3]) if native == "tflite" else (shape[1], shape[2:])
+    return channels in (1, 3, 4) and min(spatial) >= 8
+
+
+def _tflite_input_quantization(model: BenchModel) -> dict[str, InputRange]:
+    """TFLite inputs with a quantization: integer inputs over their whole type, and float
+    inputs a QUANTIZE reads over what its scale and zero point can represent."""
+    import tflite
+
+    reader = tflite.Model.GetRootAsModel(model.files["tflite"], 0)
+    sub = reader.Subgraphs(0)
+    readers: dict[int, int] = {}  # input tensor -> the QUANTIZE output tensor reading it
+    for i in range(sub.OperatorsLength()):
+        op = sub.Operators(i)
+        code = reader.OperatorCodes(op.OpcodeIndex())
+        if max(code.DeprecatedBuiltinCode(), code.BuiltinCode()) == 114 and op.InputsLength():
+            readers[int(op.Inputs(0))] = int(op.Outputs(0))  # 114: QUANTIZE
+    out = {}
+    for idx in sub.InputsAsNumpy():
+        tensor = sub.Tensors(int(idx))
+        name = tensor.Name().decode()
+        held = tensor if tensor.Quantization() is not None and \
+            tensor.Quantization().ScaleLength() == 1 else None
+        if held is None and int(idx) in readers:
+            held = sub.Tensors(readers[int(idx)])
+            if held.Quantization() is None or held.Quantization().ScaleLength() != 1:
+                continue
+        elif held is None:
+            continue
+        q = held.Quantization()
+        scale, zero = float(q.Scale(0)), int(q.ZeroPoint(0)) if q.ZeroPointLength() else 0
+        info = np.iinfo(np.uint8 if held.Type() == 3 else np.int8)  # 3: UINT8
+        if held is tensor:
+            out[name] = InputRange(int(info.min), int(info.max), "its integer type")
+        else:
+            out[name] = InputRange(scale * (info.min - zero), scale * (info.max - zero),
+                                   "what its QUANTIZE holds")
+    return out
+
+
+def describe(model: BenchModel) -> str:
+    """How the seeded frames are drawn, input by input, for the report."""
+    return "; ".join(r.text(name) for name, r in input_ranges(model).items())
+
+
 def seeded_frames(model: BenchModel, count: int, seed: int = 0) -> list[list[np.ndarray]]:
-    """`count` frames; frame i draws from a generator seeded with `seed + i`."""
+    """`count` frames in the range each input expects (`input_ranges`); frame i draws from
+    a generator seeded with `seed + i`."""
+    ranges = input_ranges(model)
     frames = []
     for i in range(count):
         rng = np.random.default_rng(seed + i)
         frame = []
         for name, shape in model.input_shapes.items():
             dtype = np.dtype(model.input_dtypes[name])
-            if dtype.kind == "f":
+            r = ranges[name]
+            if dtype.kind in "iu":
+                assert r.low is not None and r.high is not None
+                frame.append(rng.integers(int(r.low), int(r.high) + 1, size=shape).astype(dtype))
+            elif r.low is None:
                 frame.append(rng.standard_normal(shape).astype(dtype))
             else:
-                frame.append(rng.integers(0, 10, size=shape).astype(dtype))
+                assert r.high is not None
+                frame.append(rng.uniform(r.low, r.high, size=shape).astype(dtype))
         frames.append(frame)
     return frames
 

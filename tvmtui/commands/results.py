@@ -64,6 +64,8 @@ def cmd_bench(args) -> int:
         max_seconds=args.max_seconds, session=found.session, tuned_reason=found.tuned_reason,
         options={"armnn_delegate": args.armnn_delegate}, graph_hash=found.graph_hash,
         device=found.device, float_twin=found.float_twin,
+        inputs=(f"frames from {args.inputs}" if args.inputs else
+                f"seeded frames (seed {args.seed}): {fr.describe(model)}"),
     )
     try:
         report = run_bench(request)
@@ -111,6 +113,14 @@ def _print_bench(report) -> None:
     console.print(table)
     for line in missing:
         console.print(f"  {line}", style="dim", highlight=False)
+    if report.inputs:
+        console.print(f"inputs: {report.inputs}", style="dim", highlight=False)
+    for row in report.baselines:
+        if row.parity is not None and not row.parity.passed:
+            console.print(f"  {row.name} parity: {fmt.parity_outputs(row.parity.outputs)}",
+                          highlight=False)
+            if row.parity.verdict:
+                console.print(f"  {row.name} verdict: {row.parity.verdict}", highlight=False)
     if report.session:
         print(f"tuned build: session {report.session} ({report.tuned_trials} trials), "
               f"variant {report.variant}; bench took {report.seconds:.0f} s")

@@ -16,7 +16,7 @@ from tvmtui.devices.local import describe_target
 from tvmtui.fmt import hms as fmt_hms
 from tvmtui.fmt import mflop as fmt_mflop
 from tvmtui.fmt import ms as fmt_ms
-from tvmtui.fmt import parity_cell, speedup_cell
+from tvmtui.fmt import parity_cell, parity_outputs, speedup_cell
 from tvmtui.sessions.view import SessionView
 
 STREAM_ROWS = 200  # the trial stream keeps this many rows; older trials stay in the store
@@ -249,6 +249,15 @@ class BaselinePanel(Static):
                 row["name"], fmt_ms(row["median_ms"]), fmt_ms(row["iqr_ms"]), speed,
                 parity_cell(row.get("parity"))), style=style))
         notes = [Text(f"note: {n}", style="yellow") for n in report.get("notes") or []]
+        if report.get("inputs"):
+            notes.insert(0, Text(f"inputs: {report['inputs']}", style="dim"))
+        for row in report["baselines"]:
+            parity = row.get("parity") or {}
+            if parity and not parity["passed"] and parity.get("outputs"):
+                notes.append(Text(f"{row['name']} parity: {parity_outputs(parity['outputs'])}",
+                                  style="red"))
+            if parity.get("verdict"):
+                notes.append(Text(f"{row['name']} verdict: {parity['verdict']}", style="red"))
         self.update(Text("\n").join(lines + missing + notes))
 
 
