@@ -73,9 +73,10 @@ def judge(exact: ExactReference, frame: list[np.ndarray], frame_index: int,
             side = "neither"
             closer = mine_name if ours < other else their_name
             text = (f"neither is wrong: {mine_name} {ours:.1e} and {their_name} {other:.1e} "
-                    f"from exact ({closer} closer), both float32 rounding; float32 holds this "
-                    f"output no closer than about {min(ours, other):.0e}, past --tolerance "
-                    f"{tolerance:g}")
+                    f"from exact ({closer} closer), both float32 rounding")
+            if min(ours, other) > tolerance:
+                text += (f"; float32 holds this output no closer than about "
+                         f"{min(ours, other):.0e}, past --tolerance {tolerance:g}")
         shape = "x".join(str(d) for d in truth[i].shape)
         said.append(f"output {i} ({shape}): {text}")
         rows.append({"index": i, "reference_err": ours, "baseline_err": other, "off": side})

@@ -1,0 +1,180 @@
+"""Speed mode for the real-model corpus: each tunable model tuned with a budget a user would
+give (`--trials`, capped at `--minutes` of wall time), then benched against its own runtime,
+ONNX Runtime, OpenVINO and LiteRT (where it has the file each reads); with the minutes until
+tuned TVM first beat each. Writes results/real_speed.{json,md}.
+
+    python benchmarks/real_speed.py --models ppocr_cls,silero_vad_openvino
+    python benchmarks/real_speed.py --trials 800 --minutes 10 --frames 20
+
+Minutes to beat: the tuning curve (each round's end-to-end estimate, `round_done`
+events) scaled by the measured tuned time over the final estimate, compared with each
+baseline's measured median; `-` when the scaled curve never got below it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from corpus import MODELS, fetch  # noqa: E402
+from real_models import _last_line, _run  # noqa: E402
+
+BASELINES = ("tflite", "onnxruntime", "openvino")
+GOAL = 1.2
+
+
+def _curve(sessions: Path, name: str) -> list[tuple[float, float]]:
+    """(seconds since tuning started, end-to-end estimate ms) after every round."""
+    from tvmtui.core import events as ev
+    from tvmtui.sessions.store import Session
+
+    session = Session.open(sessions, name)
+    try:
+        start, points = None, []
+        for e in session.iter_events(ev.SESSION_STARTED, ev.ROUND_DONE):
+            if e["event"] == ev.SESSION_STARTED and start is None:
+                start = e["t"]
+            elif e.get("best_ms") is not None and start is not None:
+                points.append((e["t"] - start, float(e["best_ms"])))
+        return points
+    finally:
+        session.close()
+
+
+def _tune(model, name: str, sessions: Path, trials: int, minutes: float) -> dict:
+    """Tune detached, stop it at the time cap; how it went."""
+    shapes = [a for s in model.shapes for a in ("--shape", s)]
+    start = time.time()
+    tune = _run(["tune", str(model.path), "--trials", str(trials), "--session", name,
+                 "--detach", *shapes], sessions, 600)
+    if tune.returncode != 0:
+        return {"outcome": "refused" if tune.returncode == 2 else "tune failed",
+                "message": _last_line(tune.stderr)}
+    stopped = False
+    while True:
+        time.sleep(10)
+        shown = json.loads(_run(["sessions", "show", name, "--json"], sessions, 60).stdout)
+        if shown.get("status") in ("finished", "stopped", "failed", "crashed", "paused"):
+            break
+        if not stopped and time.time() - start > minutes * 60:
+            _run(["stop", name], sessions, 60)
+            stopped = True
+        if time.time() - start > minutes * 60 + 600:
+            break
+    return {"outcome": "tuned", "tune_s": round(time.time() - start, 1),
+            "trials": shown.get("trials"), "tasks": len(shown.get("tasks", [])),
+            "stopped_at_cap": stopped, "status": shown.get("status")}
+
+
+def speed_row(model, sessions: Path, trials: int, minutes: float, frames: int) -> dict:
+    name = "speed-" + model.name.replace("_", "-")
+    shutil.rmtree(sessions / name, ignore_errors=True)
+    row = {"model": model.name, "format": model.path.suffix[1:], "budget_trials": trials,
+           "budget_minutes": minutes}
+    row.update(_tune(model, name, sessions, trials, minutes))
+    if row["outcome"] != "tuned":
+        return row
+    bench = _run(["bench", name, "--json", "--frames", str(frames), "--repeats", "50",
+                  "--baselines", ",".join(BASELINES)], sessions, 1800)
+    if bench.returncode != 0:
+        row.update(outcome="bench failed", message=_last_line(bench.stderr))
+        return row
+    report = json.loads(bench.stdout)
+    by = {b["name"]: b for b in report["baselines"]}
+    tuned_ms = by["tvm-tuned"]["median_ms"]
+    row["tvm_ms"] = tuned_ms
+    row["baselines"] = {
+        n: {"ms": by[n]["median_ms"], "parity": (by[n].get("parity") or {}).get("passed"),
+            "reason": by[n].get("reason")} for n in BASELINES if n in by}
+    ran = {n: b["ms"] for n, b in row["baselines"].items() if b["ms"] is not None}
+    if ran:
+        best = min(ran, key=lambda n: ran[n])
+        row.update(best=best, speedup=ran[best] / tuned_ms)
+    curve = _curve(sessions, name)
+    scale = tuned_ms / curve[-1][1] if curve else None
+    row["minutes_to_beat"] = {
+        n: next((round(t / 60, 1) for t, est in curve if scale and est * scale < ms), None)
+        for n, ms in ran.items()}
+    layers = sorted(report.get("layers") or [], key=lambda r: -(r.get("share") or 0))
+    row["top_layers"] = [{"name": r["name"], "share": r.get("share"), "best_ms": r.get("best_ms"),
+                          "variant": r.get("variant_label")} for r in layers[:3]]
+    return row
+
+
+def _cell(row: dict, name: str) -> str:
+    b = row.get("baselines", {}).get(name) or {}
+    if b.get("ms") is None:
+        return "-"
+    return f"{b['ms']:.3f}" + ("" if b.get("parity") else " (parity miss)")
+
+
+def markdown(rows: list[dict], command: str) -> str:
+    lines = ["# Real models: tuned speed against their runtimes", "",
+             f"`{command}`. Each tunable corpus model (benchmarks/corpus.py) tuned as a user "
+             "would, with the trial budget capped by wall time on this 2-core machine, then "
+             "benched (parity-checked, 50 timed runs). Minutes to beat: the tuning curve "
+             "scaled to the measured time, against each baseline's median.", "",
+             "| model | tasks | budget | trials | tuned ms | LiteRT ms | ORT ms | OpenVINO ms | "
+             "speedup vs best | minutes to beat (LiteRT / ORT / OV) | held back by |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["outcome"] != "tuned":
+            lines.append(f"| {r['model']} | - | - | - | {r['outcome']}: {r.get('message', '')} "
+                         "| | | | | | |")
+            continue
+
+        beat = " / ".join("-" if (m := r["minutes_to_beat"].get(n)) is None else f"{m:g}"
+                          for n in BASELINES)
+        held = "" if (r.get("speedup") or 0) >= GOAL else "; ".join(
+            f"{x['name']} {100 * (x['share'] or 0):.0f}%" for x in r.get("top_layers", []))
+        speedup = f"{r['speedup']:.2f}x vs {r['best']}" if r.get("speedup") else "-"
+        lines.append(f"| {r['model']} | {r['tasks']} | {r['budget_trials']} trials / "
+                     f"{r['budget_minutes']:g} min | {r['trials']} | {r['tvm_ms']:.3f} | "
+                     f"{_cell(r, 'tflite')} | {_cell(r, 'onnxruntime')} | {_cell(r, 'openvino')} | "
+                     f"{speedup} | {beat} | {held} |")
+    tuned = [r for r in rows if r.get("speedup")]
+    ahead = sum(r["speedup"] >= GOAL for r in tuned)
+    lines += ["", f"{ahead} of {len(tuned)} tuned models at {GOAL}x or more of the fastest "
+              "baseline; held back by: the three layers with the largest share of the tuned "
+              "time, for each model below that."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--trials", type=int, default=800)
+    ap.add_argument("--minutes", type=float, default=10.0)
+    ap.add_argument("--frames", type=int, default=20)
+    ap.add_argument("--sessions-dir", default=str(HERE / "work" / "speed"))
+    ap.add_argument("--out", default=str(HERE / "results"))
+    args = ap.parse_args()
+    wanted = {m.strip() for m in args.models.split(",") if m.strip()}
+    models = [m for m in MODELS if not wanted or m.name in wanted]
+    fetch(models)
+    sessions = Path(args.sessions_dir)
+    sessions.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    path = out / "real_speed.json"
+    rows = {r["model"]: r for r in (json.loads(path.read_text())["rows"] if path.exists() else [])}
+    command = ("python benchmarks/real_speed.py " + " ".join(sys.argv[1:])).strip()
+    for model in models:
+        print(f"== {model.name}", flush=True)
+        row = speed_row(model, sessions, args.trials, args.minutes, args.frames)
+        row["command"] = command
+        rows[model.name] = row
+        print(f"   {row['outcome']}: {row.get('speedup') or row.get('message')}", flush=True)
+        ordered = [rows[m.name] for m in MODELS if m.name in rows]
+        path.write_text(json.dumps({"rows": ordered}, indent=2) + "\n")
+        (out / "real_speed.md").write_text(markdown(ordered, command))
+
+
+if __name__ == "__main__":
+    main()
