@@ -162,6 +162,7 @@ def main() -> None:
     sessions = Path(args.sessions_dir)
     sessions.mkdir(parents=True, exist_ok=True)
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     path = out / "real_speed.json"
     rows = {r["model"]: r for r in (json.loads(path.read_text())["rows"] if path.exists() else [])}
     command = ("python benchmarks/real_speed.py " + " ".join(sys.argv[1:])).strip()
