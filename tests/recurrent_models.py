@@ -15,9 +15,11 @@ GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 def onnx_recurrent(kind: str, seq: int = 5, batch: int = 2, inputs: int = 7, hidden: int = 5,
                    direction: str = "forward", layout: int = 0, bias: bool = True,
                    initial: bool = False, peepholes: bool = False, lens: bool = False,
-                   opset: int = 14, seed: int = 0, **attrs) -> bytes:
+                   opset: int = 14, seed: int = 0, seq_symbol: str | None = None,
+                   **attrs) -> bytes:
     """One recurrent node over graph inputs X (and L, H0, C0 when asked), all its outputs
-    named Y, Y_h (, Y_c); extra `attrs` go on the node (clip, activations, ...)."""
+    named Y, Y_h (, Y_c); extra `attrs` go on the node (clip, activations, ...); with
+    `seq_symbol`, X's time axis is that symbol."""
     rng = np.random.default_rng(seed)
     dirs = 2 if direction == "bidirectional" else 1
     g = GATES[kind]
@@ -29,7 +31,10 @@ def onnx_recurrent(kind: str, seq: int = 5, batch: int = 2, inputs: int = 7, hid
         weights["B"] = rng.normal(0, 0.5, (dirs, 2 * g * hidden))
     if peepholes:
         weights["P"] = rng.normal(0, 0.5, (dirs, 3 * hidden))
-    graph_inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, x_shape)]
+    declared: list = list(x_shape)
+    if seq_symbol:  # the time axis left symbolic, as exporters write it
+        declared[1 if layout else 0] = seq_symbol
+    graph_inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, declared)]
     names = ["X", "W", "R", "B" if bias else ""]
     names.append("L" if lens else "")
     if lens:

@@ -203,3 +203,17 @@ def test_a_recurrent_node_it_cannot_write_out_is_refused_naming_it(cli, tmp_path
     proc = cli.run("tune", str(path), "--trials", "2")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not cli.root.exists() or not any(cli.root.iterdir())
+
+
+def test_a_symbolic_time_axis_asks_for_a_length_not_a_batch(tmp_path):
+    """A leading dimension named as a sequence is not a batch of 1: it is pinned by the
+    user, and the written-out steps follow the length given."""
+    path = tmp_path / "streaming_lstm.onnx"
+    path.write_bytes(onnx_recurrent("LSTM", seq=5, batch=1, seq_symbol="sequence_length"))
+    with pytest.raises(UserError) as err:
+        load_workload(str(path))
+    assert "--shape X=<sequence_length>x1x7" in str(err.value), str(err.value)
+    workload = load_workload(str(path), ["X=3x1x7"])
+    assert workload.input_shapes["X"] == [3, 1, 7] and not workload.notices
+    mod = load_relax("onnx", workload.model_bytes, workload.input_shapes)
+    assert [int(d) for d in mod["main"].ret_ty.fields[0].shape] == [3, 1, 1, 5]

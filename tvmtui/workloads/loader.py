@@ -80,9 +80,17 @@ def _dynamic(d) -> bool:
     return not isinstance(d, int) or d <= 0
 
 
+# A leading symbol named like these is a sequence, not a batch: it asks for a length.
+_SEQUENCE_WORDS = ("seq", "time", "len", "step", "frame")
+
+
 def batch_only(dims: list) -> bool:
-    """Whether a shape's one dynamic dimension is its leading one (a dynamic batch)."""
-    return bool(dims) and _dynamic(dims[0]) and not any(_dynamic(d) for d in dims[1:])
+    """Whether a shape's one dynamic dimension is its leading one and a batch (unnamed, or
+    not named as a sequence: `sequence_length` is a recurrent model's time axis)."""
+    if not dims or not _dynamic(dims[0]) or any(_dynamic(d) for d in dims[1:]):
+        return False
+    name = dims[0].lower() if isinstance(dims[0], str) else ""
+    return not any(word in name for word in _SEQUENCE_WORDS)
 
 
 def resolve_shapes(
@@ -145,7 +153,7 @@ def _suggested(dims: list) -> str:
     for i, d in enumerate(dims):
         if isinstance(d, int) and d > 0:
             out.append(str(d))
-        elif i == 0:
+        elif i == 0 and batch_only([d]):
             out.append("1")
         else:
             out.append(f"<{d}>" if isinstance(d, str) and d else "<N>")
