@@ -8,7 +8,7 @@ import collections
 import numpy as np
 import pytest
 
-from tvmtui.baselines.bench import QUANT_STEPS
+from tvmtui.baselines.parity import QUANT_STEPS
 from tvmtui.workloads.qdq import UnsupportedTwin, tflite_to_qdq
 
 from .test_integer import CASES, _int8, _output_step, _reference

@@ -167,8 +167,8 @@ def test_int8_zoo_twin_tunes_blocked_and_is_exact_against_litert_reference_kerne
     """DQN's int8 twin (per-channel weights, calibrated activations) computes in integers,
     tunes in the blocked layout, and its bench checks every row against LiteRT's reference
     kernels: tuned TVM to 0 steps; LiteRT's XNNPACK row within the quantized gate."""
-    from tvmtui.baselines.bench import QUANT_STEPS
     from tvmtui.baselines.model import bench_model
+    from tvmtui.baselines.parity import QUANT_STEPS
 
     workload = load_workload("dqn-int8")
     assert workload.format == "tflite"

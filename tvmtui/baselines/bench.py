@@ -10,11 +10,9 @@ starts with at least 50 ms of untimed runs to wake this runtime's threads (and, 
 the idle virtual CPU: without it timings here were bimodal, 0.47 or 0.93 ms for the same
 ONNX Runtime conv). Median and inter-quartile range are reported.
 
-Parity: tuned TVM (or, without a tuned session, untuned TVM) is the reference. Each
-baseline's outputs on the same frames are compared element by element:
-`rel = |a - b| / max(|b|, 1)` (absolute for values below 1, relative above);
-the gate passes when the largest `rel` is at most the tolerance. A failed gate voids the
-speedup: it is reported as null with the error, never as a number.
+Parity (`parity`): a failed gate voids the speedup: it is reported as null with the
+error, never as a number; a float miss gets a verdict against the graph in float64
+(`exact`).
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,34 +29,11 @@ from tvmtui.baselines import runners as rn
 from tvmtui.baselines.builds import tuned_library, untuned_library
 from tvmtui.baselines.host import RemoteRunner, RunnerSpec, RuntimeClient, RuntimeFailed
 from tvmtui.baselines.model import BenchModel
+from tvmtui.baselines.parity import TOLERANCE, Parity, check_parity
 from tvmtui.core.errors import UserError
 
 if TYPE_CHECKING:
     from tvmtui.sessions.store import Session
-
-TOLERANCE = 1e-4
-# A quantized output passes within this many of its quantization steps. Since rewrite
-# revision 14 TVM computes int8 layers as LiteRT's reference kernels do (0 steps from them);
-# LiteRT's own XNNPACK kernels requantize in float and differ from the reference by up to
-# 2 steps at a MobileNet's or DQN's output, as did TVM's float (QDQ) lowering before 14.
-QUANT_STEPS = 2
-
-
-@dataclass
-class Parity:
-    max_abs_err: float | None
-    max_rel_err: float | None
-    frames: int
-    passed: bool
-    against: str  # the reference it was compared with
-    error: str | None = None  # why it failed, when it is not a plain tolerance miss
-    max_steps: float | None = None  # quantized outputs: worst error in quantization steps
-    # per output: index, shape, max_abs_err, max_rel_err (or max_steps), passed
-    outputs: list[dict] = field(default_factory=list)
-    # a float miss judged against the graph in float64 (`exact.judge`): who is off, and by how much
-    verdict: str | None = None
-    exact: dict | None = None
-    worst_frame: int | None = field(default=None, repr=False)  # where the largest miss was
 
 
 @dataclass
@@ -197,102 +172,6 @@ def time_runners(runners: list[RemoteRunner], frame: list[np.ndarray], warmup: i
 
 
 # ---- parity ---------------------------------------------------------------------------------
-def compare(ref: list[np.ndarray], got: list[np.ndarray]) -> tuple[float, float, str | None]:
-    """(max abs error, max rel error, structural problem or None) of one frame."""
-    if len(ref) != len(got):
-        return np.inf, np.inf, f"{len(got)} outputs, the reference has {len(ref)}"
-    worst_abs = worst_rel = 0.0
-    for i, (a, b) in enumerate(zip(got, ref)):
-        if a.shape != b.shape:
-            return np.inf, np.inf, f"output {i} has shape {list(a.shape)}, reference {list(b.shape)}"
-        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
-        if not np.all(np.isfinite(diff)):
-            return np.inf, np.inf, f"output {i} has NaN or Inf where the reference does not"
-        if diff.size:
-            worst_abs = max(worst_abs, float(diff.max()))
-            worst_rel = max(worst_rel, float((diff / np.maximum(np.abs(b), 1.0)).max()))
-    return worst_abs, worst_rel, None
-
-
-def check_parity(reference: RemoteRunner, others: list[RemoteRunner],
-                 frames: list[list[np.ndarray]], tolerance: float,
-                 steps: tuple = ()) -> dict[str, Parity]:
-    """Each runner against the reference on every frame. Outputs with a quantization step
-    (`steps[i]`) pass within QUANT_STEPS of it; the others within `tolerance`."""
-    worst: dict[str, list[Any]] = {r.name: [0.0, 0.0, None] for r in others}  # abs, rel, problem
-    worst_steps = {r.name: 0.0 for r in others}
-    per_output: dict[str, list[dict]] = {r.name: [] for r in others}
-    worst_frame: dict[str, tuple[float, int]] = {}
-    quantized = any(s for s in steps)
-    for index, frame in enumerate(frames):
-        ref = reference.infer(frame)
-        for r in others:
-            w = worst[r.name]
-            if w[2]:
-                continue
-            try:
-                got = r.infer(frame)
-            except RuntimeFailed as exc:  # a runtime failing on a frame is a result
-                w[2] = str(exc)
-                continue
-            if quantized and len(got) == len(ref) == len(steps) and \
-                    all(a.shape == b.shape for a, b in zip(got, ref)):
-                for mine, theirs, step in zip(got, ref, steps):
-                    if step:  # both dequantized from integers: a whole number of steps
-                        diff = np.rint(np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
-                                       / step)
-                        worst_steps[r.name] = max(worst_steps[r.name], float(diff.max()))
-                float_ref = [b for b, step in zip(ref, steps) if not step]
-                float_got = [a for a, step in zip(got, steps) if not step]
-                abs_err, rel, problem = compare(float_ref, float_got)
-                abs_err = max(abs_err, max(float(np.abs(x.astype(np.float64) - y).max())
-                                           for x, y, step in zip(got, ref, steps) if step))
-            else:
-                abs_err, rel, problem = compare(ref, got)
-            w[0], w[1] = max(w[0], abs_err), max(w[1], rel)
-            w[2] = problem
-            if problem is None:
-                _track_outputs(per_output[r.name], ref, got, steps)
-                if rel > worst_frame.get(r.name, (-1.0, 0))[0]:
-                    worst_frame[r.name] = (rel, index)
-    out = {}
-    for name, (a, rel, problem) in worst.items():
-        finite = problem is None
-        q = worst_steps[name] if quantized else None
-        for row in per_output[name]:
-            row["passed"] = (row["max_steps"] <= QUANT_STEPS if "max_steps" in row
-                             else row["max_rel_err"] <= tolerance)
-        out[name] = Parity(
-            max_abs_err=a if finite else None,
-            max_rel_err=rel if finite else None,
-            frames=len(frames),
-            passed=finite and rel <= tolerance and (q is None or q <= QUANT_STEPS),
-            against=reference.name,
-            error=problem,
-            max_steps=q,
-            outputs=per_output[name] if finite else [],
-            worst_frame=worst_frame.get(name, (0.0, None))[1],
-        )
-    return out
-
-
-def _track_outputs(rows: list[dict], ref: list[np.ndarray], got: list[np.ndarray],
-                   steps: tuple) -> None:
-    """Fold one frame's per-output differences into `rows` (one dict per output)."""
-    for i, (mine, theirs) in enumerate(zip(got, ref)):
-        if len(rows) <= i:
-            rows.append({"index": i, "shape": list(theirs.shape)})
-        row = rows[i]
-        step = steps[i] if i < len(steps) else None
-        diff = np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
-        if step:
-            row["max_steps"] = max(row.get("max_steps", 0.0), float(np.rint(diff / step).max()))
-            continue
-        row["max_abs_err"] = max(row.get("max_abs_err", 0.0), float(diff.max(initial=0.0)))
-        rel = diff / np.maximum(np.abs(theirs.astype(np.float64)), 1.0)
-        row["max_rel_err"] = max(row.get("max_rel_err", 0.0), float(rel.max(initial=0.0)))
-
-
 # ---- the whole run ----------------------------------------------------------------------------
 def _pin(threads: int) -> None:
     """Keep this process (and the runtimes' thread pools it starts) on `threads` CPUs."""
