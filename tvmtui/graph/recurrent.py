@@ -1,5 +1,5 @@
 """ONNX LSTM, GRU and RNN written out, for the pinned sequence length, as operators TVM's
-Relax ONNX frontend imports (MatMul, Add, Slice, Gather, Concat, the activations).
+Relax ONNX frontend imports (MatMul, Add, Slice, Squeeze, Concat, the activations).
 
 Per direction, the input projection of every step is one MatMul over the whole sequence
 (weights transposed once, both biases folded into it); each step then adds its hidden
@@ -127,16 +127,23 @@ class _Emitter:
         return name
 
     def step(self, x: str, t: int, axis: int = 0) -> str:
-        """x[t] along `axis` (that axis dropped)."""
-        return self.op("Gather", [x, self.const(np.array(t, np.int64))], axis=axis)
+        """x[t] along `axis` (that axis dropped): a slice, not a Gather, whose index tensor
+        MetaSchedule's runner would fill with random values and crash on."""
+        part = self.slice(x, axis, t, t + 1)
+        if self.opset < 13:
+            return self.op("Squeeze", [part], axes=[axis])
+        return self.op("Squeeze", [part, self.const(np.array([axis], np.int64))])
+
+    def slice(self, x: str, axis: int, start: int, end: int) -> str:
+        if self.opset < 10:
+            return self.op("Slice", [x], axes=[axis], starts=[start], ends=[end])
+        return self.op("Slice", [x, self.const(np.array([start], np.int64)),
+                                 self.const(np.array([end], np.int64)),
+                                 self.const(np.array([axis], np.int64))])
 
     def cols(self, x: str, start: int, end: int) -> str:
         """x[:, start:end] of a 2-D tensor."""
-        if self.opset < 10:
-            return self.op("Slice", [x], axes=[1], starts=[start], ends=[end])
-        return self.op("Slice", [x, self.const(np.array([start], np.int64)),
-                                 self.const(np.array([end], np.int64)),
-                                 self.const(np.array([1], np.int64))])
+        return self.slice(x, 1, start, end)
 
     def reshape(self, x: str, shape: list[int], output: str | None = None) -> str:
         return self.op("Reshape", [x, self.const(np.array(shape, np.int64))], output)
