@@ -9,6 +9,7 @@ import onnx
 import pytest
 
 from tests.user_models import (
+    constant_gather_onnx,
     dynamically_quantized_onnx,
     int8_strided_slice_tflite,
     padded_residual_onnx,
@@ -58,6 +59,22 @@ def test_sparse_and_float16_stored_weights_tune_and_pass_parity(cli, tmp_path, s
     path.write_bytes(data)
     row = _tune_and_bench(cli, path, f"stored-{store.replace('+', '-')}", "tflite")
     assert row["parity"]["passed"], row["parity"]
+
+
+def test_a_kernel_indexed_by_a_constant_measures(cli, tmp_path):
+    """A take kernel (`y[3]`) is measured like any other: its index tensor holds zeros,
+    not random addresses that crash the runner's process."""
+    path = tmp_path / "gather.onnx"
+    path.write_bytes(constant_gather_onnx())
+    tune = cli.run("tune", str(path), "--trials", "8", "--session", "gather", "--json")
+    assert tune.returncode == 0, tune.stderr[-600:]
+    shown = json.loads(cli.run("sessions", "show", "gather", "--json").stdout)
+    takes = [t for t in shown["tasks"] if "take" in t["name"]]
+    assert takes, shown["tasks"]
+    for task in shown["tasks"]:
+        assert task["trials"] and not task.get("run_errors"), task
+        assert task["best_ms"] is not None, task
+    assert shown["best_ms"] is not None
 
 
 def test_stock_frontend_still_fails_on_densify_then_dequantize(tmp_path):

@@ -232,3 +232,18 @@ def dynamically_quantized_onnx(tmp_path, conv: bool) -> bytes:
     quantize_dynamic(tmp_path / "float.onnx", tmp_path / "dynamic.onnx",
                      weight_type=QuantType.QInt8)
     return (tmp_path / "dynamic.onnx").read_bytes()
+
+
+def constant_gather_onnx() -> bytes:
+    """A MatMul's result indexed by a constant (`y[3]`, as exporters write a time step or
+    a class token): its take kernel reads the index tensor as an address."""
+    rng = np.random.default_rng(5)
+    nodes = [helper.make_node("MatMul", ["input", "w"], ["y"]),
+             helper.make_node("Gather", ["y", "index"], ["output"], axis=0)]
+    graph = helper.make_graph(
+        nodes, "constant_gather",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [8, 1, 16])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 4])],
+        [_init("index", np.array(3, np.int64)),
+         _init("w", rng.standard_normal((16, 4)).astype(np.float32))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
