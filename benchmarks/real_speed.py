@@ -117,7 +117,8 @@ def _cell(row: dict, name: str) -> str:
 
 def markdown(rows: list[dict], command: str) -> str:
     lines = ["# Real models: tuned speed against their runtimes", "",
-             f"`{command}`. Each tunable corpus model (benchmarks/corpus.py) tuned as a user "
+             f"Latest: `{command}` (rows accumulate; each row's own command is in "
+             "real_speed.json). Each tunable corpus model (benchmarks/corpus.py) tuned as a user "
              "would, with the trial budget capped by wall time on this 2-core machine, then "
              "benched (parity-checked, 50 timed runs). Minutes to beat: the tuning curve "
              "scaled to the measured time, against each baseline's median.", "",
