@@ -130,6 +130,7 @@ def main() -> None:
     sessions = Path(args.sessions_dir)
     sessions.mkdir(parents=True, exist_ok=True)
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     path = out / "real_models.json"
     earlier = json.loads(path.read_text())["rows"] if path.exists() else []
     rows = {r["model"]: r for r in earlier}

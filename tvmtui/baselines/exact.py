@@ -76,7 +76,7 @@ def judge(exact: ExactReference, frame: list[np.ndarray], frame_index: int,
                     f"from exact ({closer} closer), both float32 rounding")
             if min(ours, other) > tolerance:
                 text += (f"; float32 holds this output no closer than about "
-                         f"{min(ours, other):.0e}, past --tolerance {tolerance:g}")
+                         f"{min(ours, other):.1e}, past --tolerance {tolerance:g}")
         shape = "x".join(str(d) for d in truth[i].shape)
         said.append(f"output {i} ({shape}): {text}")
         rows.append({"index": i, "reference_err": ours, "baseline_err": other, "off": side})
