@@ -115,6 +115,30 @@ def markdown(rows: list[dict], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_corpus(script: str, args, row_of, render, shown: str) -> None:
+    """Each model of `--models` (default all) through `row_of(model, sessions)`; the rows
+    accumulate in `--out`/<script>.json (a run of some models keeps the others) and
+    <script>.md is rewritten after every model."""
+    wanted = {m.strip() for m in args.models.split(",") if m.strip()}
+    models = fetch([m for m in MODELS if not wanted or m.name in wanted])
+    sessions = Path(args.sessions_dir)
+    sessions.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{script}.json"
+    rows = {r["model"]: r for r in (json.loads(path.read_text())["rows"] if path.exists() else [])}
+    command = (f"python benchmarks/{script}.py " + " ".join(sys.argv[1:])).strip()
+    for model in models:
+        print(f"== {model.name}", flush=True)
+        row = row_of(model, sessions)
+        row["command"] = command
+        rows[model.name] = row
+        print(f"   {row['outcome']}: {row.get('message') or row.get(shown)}", flush=True)
+        ordered = [rows[m.name] for m in MODELS if m.name in rows]
+        path.write_text(json.dumps({"rows": ordered}, indent=2) + "\n")
+        (out / f"{script}.md").write_text(render(ordered, command))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="", help="comma-separated names (default: all)")
@@ -124,26 +148,10 @@ def main() -> None:
     ap.add_argument("--sessions-dir", default=str(HERE / "work" / "real"))
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
-    wanted = {m.strip() for m in args.models.split(",") if m.strip()}
-    models = [m for m in MODELS if not wanted or m.name in wanted]
-    fetch(models)
-    sessions = Path(args.sessions_dir)
-    sessions.mkdir(parents=True, exist_ok=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "real_models.json"
-    earlier = json.loads(path.read_text())["rows"] if path.exists() else []
-    rows = {r["model"]: r for r in earlier}
-    command = ("python benchmarks/real_models.py " + " ".join(sys.argv[1:])).strip()
-    for model in models:
-        print(f"== {model.name}", flush=True)
-        row = try_model(model, args.trials, args.frames, sessions, args.timeout)
-        row["command"] = command
-        rows[model.name] = row
-        print(f"   {row['outcome']}: {row.get('message') or row.get('max_rel_err')}", flush=True)
-        ordered = [rows[m.name] for m in MODELS if m.name in rows]
-        path.write_text(json.dumps({"rows": ordered}, indent=2) + "\n")
-        (out / "real_models.md").write_text(markdown(ordered, command))
+    run_corpus("real_models", args,
+               lambda model, sessions: try_model(model, args.trials, args.frames, sessions,
+                                                 args.timeout),
+               markdown, "max_rel_err")
 
 
 if __name__ == "__main__":

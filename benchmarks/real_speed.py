@@ -23,8 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from corpus import MODELS, fetch  # noqa: E402
-from real_models import _last_line, _run  # noqa: E402
+from real_models import _last_line, _run, run_corpus  # noqa: E402
 
 BASELINES = ("tflite", "onnxruntime", "openvino")
 GOAL = 1.2
@@ -157,25 +156,10 @@ def main() -> None:
     ap.add_argument("--sessions-dir", default=str(HERE / "work" / "speed"))
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
-    wanted = {m.strip() for m in args.models.split(",") if m.strip()}
-    models = [m for m in MODELS if not wanted or m.name in wanted]
-    fetch(models)
-    sessions = Path(args.sessions_dir)
-    sessions.mkdir(parents=True, exist_ok=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "real_speed.json"
-    rows = {r["model"]: r for r in (json.loads(path.read_text())["rows"] if path.exists() else [])}
-    command = ("python benchmarks/real_speed.py " + " ".join(sys.argv[1:])).strip()
-    for model in models:
-        print(f"== {model.name}", flush=True)
-        row = speed_row(model, sessions, args.trials, args.minutes, args.frames)
-        row["command"] = command
-        rows[model.name] = row
-        print(f"   {row['outcome']}: {row.get('speedup') or row.get('message')}", flush=True)
-        ordered = [rows[m.name] for m in MODELS if m.name in rows]
-        path.write_text(json.dumps({"rows": ordered}, indent=2) + "\n")
-        (out / "real_speed.md").write_text(markdown(ordered, command))
+    run_corpus("real_speed", args,
+               lambda model, sessions: speed_row(model, sessions, args.trials, args.minutes,
+                                                 args.frames),
+               markdown, "speedup")
 
 
 if __name__ == "__main__":

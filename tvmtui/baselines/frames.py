@@ -52,36 +52,35 @@ def _is_image(shape: list[int], native: str) -> bool:
 
 
 def _tflite_input_quantization(model: BenchModel) -> dict[str, InputRange]:
-    """TFLite inputs with a quantization: integer inputs over their whole type, and float
-    inputs a QUANTIZE reads over what its scale and zero point can represent."""
+    """TFLite inputs with a quantization: int8 / uint8 inputs over their whole type, and
+    float inputs a QUANTIZE reads over what its scale and zero point can represent."""
     import tflite
+    from tflite.BuiltinOperator import BuiltinOperator
+    from tflite.TensorType import TensorType
 
     reader = tflite.Model.GetRootAsModel(model.files["tflite"], 0)
     sub = reader.Subgraphs(0)
-    readers: dict[int, int] = {}  # input tensor -> the QUANTIZE output tensor reading it
+    quantized_by: dict[int, int] = {}  # input tensor -> the QUANTIZE output reading it
     for i in range(sub.OperatorsLength()):
         op = sub.Operators(i)
         code = reader.OperatorCodes(op.OpcodeIndex())
-        if max(code.DeprecatedBuiltinCode(), code.BuiltinCode()) == 114 and op.InputsLength():
-            readers[int(op.Inputs(0))] = int(op.Outputs(0))  # 114: QUANTIZE
+        if max(code.DeprecatedBuiltinCode(), code.BuiltinCode()) == BuiltinOperator.QUANTIZE:
+            quantized_by[int(op.Inputs(0))] = int(op.Outputs(0))
     out = {}
-    for idx in sub.InputsAsNumpy():
-        tensor = sub.Tensors(int(idx))
-        name = tensor.Name().decode()
-        held = tensor if tensor.Quantization() is not None and \
-            tensor.Quantization().ScaleLength() == 1 else None
-        if held is None and int(idx) in readers:
-            held = sub.Tensors(readers[int(idx)])
-            if held.Quantization() is None or held.Quantization().ScaleLength() != 1:
-                continue
-        elif held is None:
+    for idx in (int(i) for i in sub.InputsAsNumpy()):
+        tensor = sub.Tensors(idx)
+        integer = tensor.Type() in (TensorType.INT8, TensorType.UINT8)
+        held = tensor if integer else sub.Tensors(quantized_by[idx]) if idx in quantized_by \
+            else None
+        q = held.Quantization() if held is not None else None
+        if held is None or q is None or q.ScaleLength() != 1:
             continue
-        q = held.Quantization()
-        scale, zero = float(q.Scale(0)), int(q.ZeroPoint(0)) if q.ZeroPointLength() else 0
-        info = np.iinfo(np.uint8 if held.Type() == 3 else np.int8)  # 3: UINT8
-        if held is tensor:
+        info = np.iinfo(np.uint8 if held.Type() == TensorType.UINT8 else np.int8)
+        name = tensor.Name().decode()
+        if integer:
             out[name] = InputRange(int(info.min), int(info.max), "its integer type")
         else:
+            scale, zero = float(q.Scale(0)), int(q.ZeroPoint(0)) if q.ZeroPointLength() else 0
             out[name] = InputRange(scale * (info.min - zero), scale * (info.max - zero),
                                    "what its QUANTIZE holds")
     return out

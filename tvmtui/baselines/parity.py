@@ -41,21 +41,41 @@ class Parity:
     worst_frame: int | None = field(default=None, repr=False)  # where the largest miss was
 
 
-def compare(ref: list[np.ndarray], got: list[np.ndarray]) -> tuple[float, float, str | None]:
-    """(max abs error, max rel error, structural problem or None) of one frame."""
+def _problem(ref: list[np.ndarray], got: list[np.ndarray]) -> str | None:
+    """Why a frame's outputs cannot be compared at all, or None."""
     if len(ref) != len(got):
-        return np.inf, np.inf, f"{len(got)} outputs, the reference has {len(ref)}"
-    worst_abs = worst_rel = 0.0
+        return f"{len(got)} outputs, the reference has {len(ref)}"
     for i, (a, b) in enumerate(zip(got, ref)):
         if a.shape != b.shape:
-            return np.inf, np.inf, f"output {i} has shape {list(a.shape)}, reference {list(b.shape)}"
-        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+            return f"output {i} has shape {list(a.shape)}, reference {list(b.shape)}"
+    return None
+
+
+def _fold_frame(rows: list[dict], ref: list[np.ndarray], got: list[np.ndarray],
+                steps: tuple) -> tuple[float, float, float, str | None]:
+    """One frame's differences folded into `rows` (one dict per output); returns the
+    frame's (max abs error, max rel error of float outputs, max quantization steps, problem).
+    Outputs with a step (both dequantized from integers) differ by whole steps."""
+    worst_abs = worst_rel = worst_steps = 0.0
+    for i, (mine, theirs) in enumerate(zip(got, ref)):
+        if len(rows) <= i:
+            rows.append({"index": i, "shape": list(theirs.shape)})
+        row = rows[i]
+        step = steps[i] if len(steps) == len(ref) else None
+        diff = np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
         if not np.all(np.isfinite(diff)):
-            return np.inf, np.inf, f"output {i} has NaN or Inf where the reference does not"
-        if diff.size:
-            worst_abs = max(worst_abs, float(diff.max()))
-            worst_rel = max(worst_rel, float((diff / np.maximum(np.abs(b), 1.0)).max()))
-    return worst_abs, worst_rel, None
+            return np.inf, np.inf, np.inf, f"output {i} has NaN or Inf where the reference does not"
+        worst_abs = max(worst_abs, float(diff.max(initial=0.0)))
+        if step:
+            n = float(np.rint(diff / step).max(initial=0.0))
+            row["max_steps"] = max(row.get("max_steps", 0.0), n)
+            worst_steps = max(worst_steps, n)
+            continue
+        rel = float((diff / np.maximum(np.abs(theirs.astype(np.float64)), 1.0)).max(initial=0.0))
+        row["max_abs_err"] = max(row.get("max_abs_err", 0.0), float(diff.max(initial=0.0)))
+        row["max_rel_err"] = max(row.get("max_rel_err", 0.0), rel)
+        worst_rel = max(worst_rel, rel)
+    return worst_abs, worst_rel, worst_steps, None
 
 
 def check_parity(reference: RemoteRunner, others: list[RemoteRunner],
@@ -63,46 +83,32 @@ def check_parity(reference: RemoteRunner, others: list[RemoteRunner],
                  steps: tuple = ()) -> dict[str, Parity]:
     """Each runner against the reference on every frame. Outputs with a quantization step
     (`steps[i]`) pass within QUANT_STEPS of it; the others within `tolerance`."""
-    worst: dict[str, list[Any]] = {r.name: [0.0, 0.0, None] for r in others}  # abs, rel, problem
-    worst_steps = {r.name: 0.0 for r in others}
+    # per runner: max abs, max rel, max steps, problem, rel of its worst frame, that frame
+    worst: dict[str, list[Any]] = {r.name: [0.0, 0.0, 0.0, None, -1.0, None] for r in others}
     per_output: dict[str, list[dict]] = {r.name: [] for r in others}
-    worst_frame: dict[str, tuple[float, int]] = {}
     quantized = any(s for s in steps)
     for index, frame in enumerate(frames):
         ref = reference.infer(frame)
         for r in others:
             w = worst[r.name]
-            if w[2]:
+            if w[3]:
                 continue
             try:
                 got = r.infer(frame)
             except RuntimeFailed as exc:  # a runtime failing on a frame is a result
-                w[2] = str(exc)
+                w[3] = str(exc)
                 continue
-            if quantized and len(got) == len(ref) == len(steps) and \
-                    all(a.shape == b.shape for a, b in zip(got, ref)):
-                for mine, theirs, step in zip(got, ref, steps):
-                    if step:  # both dequantized from integers: a whole number of steps
-                        diff = np.rint(np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
-                                       / step)
-                        worst_steps[r.name] = max(worst_steps[r.name], float(diff.max()))
-                float_ref = [b for b, step in zip(ref, steps) if not step]
-                float_got = [a for a, step in zip(got, steps) if not step]
-                abs_err, rel, problem = compare(float_ref, float_got)
-                abs_err = max(abs_err, max(float(np.abs(x.astype(np.float64) - y).max())
-                                           for x, y, step in zip(got, ref, steps) if step))
-            else:
-                abs_err, rel, problem = compare(ref, got)
-            w[0], w[1] = max(w[0], abs_err), max(w[1], rel)
-            w[2] = problem
-            if problem is None:
-                _track_outputs(per_output[r.name], ref, got, steps)
-                if rel > worst_frame.get(r.name, (-1.0, 0))[0]:
-                    worst_frame[r.name] = (rel, index)
+            w[3] = _problem(ref, got)
+            if w[3]:
+                continue
+            abs_err, rel, n, w[3] = _fold_frame(per_output[r.name], ref, got, steps)
+            w[0], w[1], w[2] = max(w[0], abs_err), max(w[1], rel), max(w[2], n)
+            if rel > w[4]:
+                w[4], w[5] = rel, index
     out = {}
-    for name, (a, rel, problem) in worst.items():
+    for name, (a, rel, n, problem, _, frame) in worst.items():
         finite = problem is None
-        q = worst_steps[name] if quantized else None
+        q = n if quantized and finite else None
         for row in per_output[name]:
             row["passed"] = (row["max_steps"] <= QUANT_STEPS if "max_steps" in row
                              else row["max_rel_err"] <= tolerance)
@@ -115,23 +121,6 @@ def check_parity(reference: RemoteRunner, others: list[RemoteRunner],
             error=problem,
             max_steps=q,
             outputs=per_output[name] if finite else [],
-            worst_frame=worst_frame.get(name, (0.0, None))[1],
+            worst_frame=frame,
         )
     return out
-
-
-def _track_outputs(rows: list[dict], ref: list[np.ndarray], got: list[np.ndarray],
-                   steps: tuple) -> None:
-    """Fold one frame's per-output differences into `rows` (one dict per output)."""
-    for i, (mine, theirs) in enumerate(zip(got, ref)):
-        if len(rows) <= i:
-            rows.append({"index": i, "shape": list(theirs.shape)})
-        row = rows[i]
-        step = steps[i] if i < len(steps) else None
-        diff = np.abs(mine.astype(np.float64) - theirs.astype(np.float64))
-        if step:
-            row["max_steps"] = max(row.get("max_steps", 0.0), float(np.rint(diff / step).max()))
-            continue
-        row["max_abs_err"] = max(row.get("max_abs_err", 0.0), float(diff.max(initial=0.0)))
-        rel = diff / np.maximum(np.abs(theirs.astype(np.float64)), 1.0)
-        row["max_rel_err"] = max(row.get("max_rel_err", 0.0), float(rel.max(initial=0.0)))

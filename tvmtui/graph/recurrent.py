@@ -145,8 +145,8 @@ class _Emitter:
         """x[:, start:end] of a 2-D tensor."""
         return self.slice(x, 1, start, end)
 
-    def reshape(self, x: str, shape: list[int], output: str | None = None) -> str:
-        return self.op("Reshape", [x, self.const(np.array(shape, np.int64))], output)
+    def reshape(self, x: str, shape: list[int]) -> str:
+        return self.op("Reshape", [x, self.const(np.array(shape, np.int64))])
 
     def act(self, act: _Act, x: str) -> str:
         if act.name == "affine":

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tvmtui.core.errors import UserError
-from tvmtui.graph.recurrent import RECURRENT
 from tvmtui.workloads import builtin, nets, tflite_file
 
 
@@ -226,6 +225,8 @@ DYNAMIC_QUANTIZED = ("ConvInteger", "MatMulInteger")
 def unsupported_onnx_ops(model) -> list[str]:
     """Operator types in the graph that TVM's Relax ONNX frontend cannot import."""
     from tvm.relax.frontend.onnx.onnx_frontend import _get_convert_map
+
+    from tvmtui.graph.recurrent import RECURRENT
 
     # The importer converts If itself; recurrent nodes are written out before it runs.
     supported = {*_get_convert_map(), "If", *RECURRENT}
