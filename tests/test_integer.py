@@ -129,6 +129,37 @@ def test_per_tensor_weights_and_blocked_layout_match_too():
     assert steps == 0
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_blocked_depthwise_layer_pads_its_blocked_input(stride):
+    """The zero-point pad before an int8 depthwise layer applies to the blocked tensor
+    (revision 18): no layout transforms are left but the graph's input and output ones,
+    and the layer stays exact."""
+    tvm, target = _target()
+    from tvm import relax
+
+    from tvmtui.graph.affine import fold_channel_affine
+
+    def layers(net, rng):  # a pointwise layer, then the depthwise one reads it blocked
+        x = nets._conv_bn_relu(net, "input", rng, 5, 16, 1, 1, 0)
+        w = nets._he(rng, (16, 1, 3, 3), 9)
+        return net.relu6(net.conv(x, w, (0.1 * rng.standard_normal(16)).astype(np.float32),
+                                  stride, 1, groups=16))
+
+    model = _int8(layers, (1, 5, 9, 11))
+    steps, _ = _steps(model, variant="nchwc")
+    assert steps == 0
+    base = fold_channel_affine(load_relax("tflite", model, {"input": [1, 9, 11, 5]}))
+
+    def transforms(revision):
+        with target:
+            mod = gv._blocked(base, 16, gv.Plan("nchwc", ""), revision)
+        calls = [b.value for b in mod["main"].body.blocks[0].bindings
+                 if isinstance(b.value, relax.Call)]
+        return sum(getattr(c.op, "name", "") == "relax.layout_transform" for c in calls)
+
+    assert transforms(17) == 4 and transforms(18) == 2
+
+
 def test_an_operator_it_does_not_lower_stays_float_and_is_named():
     def layers(net, rng):  # a BatchNorm after the pooling: its MUL folds into nothing
         x = net.global_avg_pool(nets._conv_bn_relu(net, "input", rng, 4, 8, 3, 1, 1))
@@ -298,24 +329,37 @@ def test_a_chip_without_vnni_gets_plain_integer_code():
     assert plan.dot == 0 and plan.rewritten == 3 and plan.instruction is None
 
 
+DOT_TASKS = {  # model, its input shape (NHWC), its dot-product tasks
+    "4 channels": (_few_channels(4), [1, 15, 13, 4], 3),
+    "3 channels": (_few_channels(3), [1, 15, 13, 3], 3),
+    "flattened": (_fc_net, [1, 9, 7, 4], 2),  # the conv's epilogue flattens its output
+}
+
+
 @pytest.mark.skipif(not _has_vnni(), reason="this CPU has no AVX512-VNNI")
-@pytest.mark.parametrize("channels", [4, 3])
-def test_every_design_of_a_dot_product_task_computes_its_kernel(channels):
+@pytest.mark.parametrize("case", DOT_TASKS)
+def test_every_design_of_a_dot_product_task_computes_its_kernel(case):
+    """Every register tile computes the kernel exactly, and runs its epilogue (the
+    requantization, a graph of a few dozen operations) on all cores: in the tile where
+    the output is elementwise, else in a parallel loop of its own."""
     tvm, target = _target()
     from tvm import s_tir
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.tirx import ForKind
 
     from tvmtui.graph import lowering
     from tvmtui.graph.dotprod import task_instruction
     from tvmtui.kernels import rules
 
-    model = _int8(_few_channels(channels), (1, channels, 15, 13))
-    base = load_relax("tflite", model, {"input": [1, 15, 13, channels]})
+    layers, shape, count = DOT_TASKS[case]
+    n, h, w, c = shape
+    model = _int8(layers, (n, c, h, w))
+    base = load_relax("tflite", model, {"input": shape})
     mod, _ = gv.prepare(base, target, "nchwc")
     tasks = [t for t in lowering.extract_tasks(mod, target, gv.REWRITE_REVISION)
              if task_instruction(t.dispatched[0], target)]
-    assert len(tasks) == 3
+    assert len(tasks) == count
     rng = np.random.default_rng(0)
     for task in tasks:
         func = task.dispatched[0]
@@ -342,6 +386,8 @@ def test_every_design_of_a_dot_product_task_computes_its_kernel(channels):
                 .apply_to_schedule(sch, remove_postproc=True)
             assert all(p.apply(sch) for p in postprocs)
             assert "vpdpbusd" in sch.mod.script()
+            last = sch.get_child_blocks(sch.get_sblock("root"))[-1]
+            assert sch.get(sch.get_loops(last)[0]).kind == ForKind.PARALLEL
             assert np.array_equal(run(sch.mod), want)
 
 

@@ -35,7 +35,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tvmtui.graph.blocking import input_block, vector_block
+from tvmtui.graph.blocking import input_block, pads_in_block, vector_block
 
 VARIANTS = ("nchw", "nchwc", "winograd", "subpixel")
 DEFAULT = "nchw"
@@ -77,8 +77,11 @@ DEFAULT = "nchw"
 # 7x7 first layer took a quarter of the network's time). 17: a quantized fully connected
 # layer is written as a 1x1 convolution over a row of its input's rows (`integer.py`), so
 # the blocked variant runs it on the dot-product instruction too (TOPI's int32 dense had run
-# DQN int8's 3136 -> 512 layer, a third of the network).
-REWRITE_REVISION = 17
+# DQN int8's 3136 -> 512 layer, a third of the network). 18: a pad between two layout
+# transforms (blocked -> NHWC -> blocked: TVM infers no layout for pad) pads the blocked
+# tensor itself (`blocking.pads_in_block`): each of MobileNet int8's depthwise layers,
+# padded with its input's zero point, had unblocked and reblocked its input.
+REWRITE_REVISION = 18
 
 
 def session_revision(meta: dict) -> int:
@@ -313,6 +316,8 @@ def _blocked(mod, block: int, plan: Plan, revision: int):
     from tvmtui.graph.fold import fold_with_numpy
 
     mod = relax.transform.ConvertLayout({}, _blocked_layouts(block, plan, revision))(mod)
+    if revision >= 18:
+        mod = pads_in_block(mod)
     return fold_with_numpy(mod)
 
 
