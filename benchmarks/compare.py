@@ -52,12 +52,24 @@ def machine_label() -> str:
 
 def measured_peak_gflops() -> tuple[float, str]:
     """The all-cores FMA peak benchmarks/peak.py measured (run now if it has not been)."""
-    path = HERE / "results" / "peak.json"
-    if not path.exists():
-        subprocess.run([sys.executable, str(HERE / "peak.py")], check=True)
-    peak = json.loads(path.read_text())
+    peak = _peak_json()
     return peak["gflops_all_cores"], (f"measured by benchmarks/peak.py: {peak['isa']} FMA "
                                       f"chains on {peak['cores']} cores")
+
+
+def measured_int8_peak() -> tuple[float | None, str]:
+    """The all-cores int8 dot-product peak benchmarks/peak.py measured (None: no such
+    instruction, or a peak.json from before it measured one)."""
+    peak = _peak_json()
+    gops = peak.get("int8_gops_all_cores")
+    return gops, (f"int8 peak {gops:.0f} GOPS ({peak.get('int8_isa')} chains)" if gops else "")
+
+
+def _peak_json() -> dict:
+    path = HERE / "results" / "peak.json"
+    if not path.exists() or "int8_isa" not in path.read_text():
+        subprocess.run([sys.executable, str(HERE / "peak.py")], check=True)
+    return json.loads(path.read_text())
 
 
 def ensure_session(workload: str, trials: int, sessions: Path) -> tuple[str, float]:
@@ -106,6 +118,9 @@ def main() -> None:
     sessions = Path(args.sessions_dir)
     sessions.mkdir(parents=True, exist_ok=True)
     peak, peak_text = measured_peak_gflops()
+    int8_peak, int8_text = measured_int8_peak()
+    if int8_peak:
+        peak_text += f"; {int8_text}, for the int8 rows"
     machine = machine_label()
     rows, workloads = [], []
     for workload in [w.strip() for w in args.workloads.split(",") if w.strip()]:
@@ -151,7 +166,10 @@ def main() -> None:
         best = min(competitors, key=lambda r: r["median_ms"]) if competitors else None
         summary = {
             "workload": workload, "session": name, "trials": report["tuned_trials"],
-            "machine": machine, "peak_gflops": peak,
+            "machine": machine,
+            # an int8 row's % of peak: of the dot-product instruction's, where measured
+            "peak_gflops": int8_peak if workload in INT8 and int8_peak else peak,
+            "peak_kind": "int8" if workload in INT8 and int8_peak else "FP32",
             "tune_s": round(tune_s, 1), "bench_s": report["seconds"], "flops": flops,
             "tvm_ms": tuned["median_ms"],
             "bench_runs": report.get("bench_runs", 1),
@@ -268,6 +286,8 @@ def int8_section(workloads: list[dict]) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|"]
     for w in rows:
         twin = by_name.get(INT8[w["workload"]])
+        if twin and twin.get("machine") != w.get("machine"):
+            twin = None  # measured on another machine: no ratio
         steps = w.get("reference_steps") or {}
         tvm_steps = steps.get("tvm-tuned")
         lite_steps = steps.get("tflite")
@@ -285,15 +305,17 @@ def int8_section(workloads: list[dict]) -> list[str]:
 
 def markdown(rows: list[dict], workloads: list[dict], peak: float, peak_text: str,
              commands: list[str]) -> str:
-    machines: dict[tuple[str, float], list[str]] = {}
+    machines: dict[tuple[str, str, float], list[str]] = {}
     for w in workloads:
-        machines.setdefault((w.get("machine", "?"), _peak(w, peak)), []).append(w["workload"])
+        key = (w.get("machine", "?"), w.get("peak_kind", "FP32"), _peak(w, peak))
+        machines.setdefault(key, []).append(w["workload"])
     lines = [
         "# Tuned TVM against the baselines on this machine", "",
         "Made by " + "; ".join(f"`{c}`" for c in commands) + ".",
         "Measured on " + "; ".join(
-            f"`{m}` (FP32 peak {p:.0f} GFLOPS): {', '.join(names)}"
-            for (m, p), names in machines.items()) +
+            f"`{m}` ({kind} peak {p:.0f} G{'FL' if kind == 'FP32' else ''}OPS): "
+            f"{', '.join(names)}"
+            for (m, kind, p), names in machines.items()) +
         f". This run's peak was {peak_text}; a row's % of peak is against the peak of "
         "the machine it ran on.",
         "Speedup = baseline median / tuned TVM median; a speedup whose parity check failed "

@@ -129,35 +129,53 @@ def test_per_tensor_weights_and_blocked_layout_match_too():
     assert steps == 0
 
 
-@pytest.mark.parametrize("stride", [1, 2])
-def test_a_blocked_depthwise_layer_pads_its_blocked_input(stride):
-    """The zero-point pad before an int8 depthwise layer applies to the blocked tensor
-    (revision 18): no layout transforms are left but the graph's input and output ones,
-    and the layer stays exact."""
-    tvm, target = _target()
-    from tvm import relax
-
-    from tvmtui.graph.affine import fold_channel_affine
-
+def _depthwise_after_pointwise(stride):
     def layers(net, rng):  # a pointwise layer, then the depthwise one reads it blocked
         x = nets._conv_bn_relu(net, "input", rng, 5, 16, 1, 1, 0)
         w = nets._he(rng, (16, 1, 3, 3), 9)
         return net.relu6(net.conv(x, w, (0.1 * rng.standard_normal(16)).astype(np.float32),
                                   stride, 1, groups=16))
+    return layers
 
+
+def _max_pool_between(net, rng):
+    x = nets._conv_bn_relu(net, "input", rng, 5, 16, 1, 1, 0)
+    x = net.max_pool(x, 3, 2, 1)  # an int8 PAD with the lowest value, then MAX_POOL_2D
+    return nets._conv_bn_relu(net, x, rng, 16, 16, 1, 1, 0)
+
+
+BLOCKED_PADS = {  # layers, layout transforms at revision 17 and at 18
+    "depthwise": (_depthwise_after_pointwise(1), 4, 2),
+    "depthwise-stride-2": (_depthwise_after_pointwise(2), 4, 2),
+    "max-pool": (_max_pool_between, 4, 2),
+}
+
+
+@pytest.mark.parametrize("case", BLOCKED_PADS)
+def test_pads_and_max_pools_run_on_the_blocked_tensor(case):
+    """The zero-point pad before an int8 depthwise layer, and the pad and max pool after a
+    blocked layer, apply to the blocked tensor (revision 18): only the graph's input and
+    output layout transforms are left, and the layers stay exact."""
+    tvm, target = _target()
+    from tvm import relax
+
+    from tvmtui.graph.affine import fold_channel_affine
+
+    layers, before, after = BLOCKED_PADS[case]
     model = _int8(layers, (1, 5, 9, 11))
     steps, _ = _steps(model, variant="nchwc")
     assert steps == 0
     base = fold_channel_affine(load_relax("tflite", model, {"input": [1, 9, 11, 5]}))
 
-    def transforms(revision):
+    def ops(revision):
         with target:
             mod = gv._blocked(base, 16, gv.Plan("nchwc", ""), revision)
         calls = [b.value for b in mod["main"].body.blocks[0].bindings
                  if isinstance(b.value, relax.Call)]
-        return sum(getattr(c.op, "name", "") == "relax.layout_transform" for c in calls)
+        return [getattr(c.op, "name", "") for c in calls]
 
-    assert transforms(17) == 4 and transforms(18) == 2
+    assert ops(17).count("relax.layout_transform") == before
+    assert ops(18).count("relax.layout_transform") == after
 
 
 def test_an_operator_it_does_not_lower_stays_float_and_is_named():

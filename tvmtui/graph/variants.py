@@ -77,10 +77,11 @@ DEFAULT = "nchw"
 # 7x7 first layer took a quarter of the network's time). 17: a quantized fully connected
 # layer is written as a 1x1 convolution over a row of its input's rows (`integer.py`), so
 # the blocked variant runs it on the dot-product instruction too (TOPI's int32 dense had run
-# DQN int8's 3136 -> 512 layer, a third of the network). 18: a pad between two layout
-# transforms (blocked -> NHWC -> blocked: TVM infers no layout for pad) pads the blocked
-# tensor itself (`blocking.pads_in_block`): each of MobileNet int8's depthwise layers,
-# padded with its input's zero point, had unblocked and reblocked its input.
+# DQN int8's 3136 -> 512 layer, a third of the network). 18: a pad or NHWC max pool of a
+# blocked tensor's unblocking runs on the blocked tensor (TVM infers no layout for pad;
+# `blocking.pads_in_block`): each of MobileNet int8's depthwise layers, padded with its
+# input's zero point, had unblocked and reblocked its input, and ResNet-18 int8's max pool
+# ran in NHWC.
 REWRITE_REVISION = 18
 
 
