@@ -44,29 +44,36 @@ def board(tmp_path_factory):
 
 def _board_error(device: str, lib: Path, model: bytes, shape) -> float:
     """Largest difference between the exported `lib` run on the board and ONNX Runtime on
-    the host, for one seeded frame (the board's session is freed before returning)."""
+    the host, for one seeded frame."""
+    import onnxruntime as ort
+
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    (got,) = _board_outputs(device, lib, [x])
+    assert np.abs(reference).max() > 0.1 and got.shape == reference.shape
+    return float(np.abs(got - reference).max())
+
+
+def _board_outputs(device: str, lib: Path, frames: list) -> list:
+    """The exported `lib` run on the board on each frame (the board's session is freed
+    before returning)."""
     import gc
 
-    import onnxruntime as ort
     import tvm
     from tvm import relax
 
     from tvmtui.devices.rpc import connect_device, parse_device
 
-    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
-        None, {"input": x})[0]
     sess, _, _ = connect_device(parse_device(device), session_timeout=600, wait=120)
     sess.upload(str(lib))
     remote = sess.load_module(lib.name)
     dev = sess.cpu()
     vm = relax.VirtualMachine(remote, dev)
-    got = vm["main"](tvm.runtime.tensor(x, device=dev)).numpy()
-    assert np.abs(reference).max() > 0.1 and got.shape == reference.shape
-    err = float(np.abs(got - reference).max())
+    outputs = [vm["main"](tvm.runtime.tensor(x, device=dev)).numpy() for x in frames]
     del vm, remote, dev, sess  # the board serves one session at a time: free it
     gc.collect()
-    return err
+    return outputs
 
 
 def test_emulated_board_end_to_end(cli, board, tmp_path):
@@ -156,3 +163,48 @@ def test_emulated_board_tunes_the_blocked_winograd(cli, board, tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(lib.with_suffix(".json").read_text())["variant"] == "winograd"
     assert _board_error(device, lib, model.read_bytes(), shape) <= 1e-4
+
+
+def test_emulated_board_tunes_int8_convolutions_on_sdot(cli, board, tmp_path):
+    """An int8 model's convolutions on Arm's `sdot` (qemu's CPU has the dot-product
+    extension; under qemu-user the board reads the host's /proc/cpuinfo, so the target
+    asks for +dotprod): tuned on the board, run there, and 0 quantization steps from
+    LiteRT's reference kernels."""
+    from tests.test_integer import _few_channels, _int8
+
+    model = tmp_path / "int8.tflite"
+    model.write_bytes(_int8(_few_channels(4), (1, 4, 15, 13)))
+    out = cli.run("devices", "--tracker", board.tracker, "--key", "arm64", "--json",
+                  timeout=600)
+    assert out.returncode == 0, out.stderr
+    target = json.loads(out.stdout)["board"]["target"]
+    target["mattr"] = sorted(set(target.get("mattr") or []) | {"+neon", "+dotprod"})
+    device = f"tracker://{board.tracker}/arm64"
+    out = cli.run("tune", str(model), "--trials", "12", "--session", "armdot", "--json",
+                  "--device", device, "--variants", "nchwc", "--target", json.dumps(target),
+                  timeout=3000)
+    assert out.returncode == 0, out.stderr
+    events = cli.json_lines(out.stdout)
+    extracted = next(e for e in events if e["event"] == "tasks_extracted")
+    assert extracted["variants"]["nchwc"]["label"] == "NCHW4c + sdot"
+    on_sdot = {t["index"] for t in extracted["tasks"] if t.get("instruction") == "sdot"}
+    assert len(on_sdot) == 3
+    measured = [t for t in events if t["event"] == "trial" and not t["error_kind"]]
+    assert any(t["task"] in on_sdot and t["device"] for t in measured), \
+        [t["error"] for t in events if t["event"] == "trial"][:2]
+    out = cli.run("bench", "armdot", "--baselines", "tflite", "--frames", "20",
+                  "--repeats", "5", "--max-seconds", "5", "--json", timeout=3000)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["device"].startswith("board ") and report["variant"] == "NCHW4c + sdot"
+    rows = {r["name"]: r for r in report["baselines"]}
+    assert rows["tflite"]["parity"]["passed"], rows["tflite"]["parity"]  # XNNPACK there
+    # LiteRT's reference kernels on the board: the tuned library matches them exactly.
+    kernels = report["reference_kernels"]
+    assert kernels is not None and "reference kernels" in kernels["runtime"], report["notes"]
+    assert kernels["steps"]["tvm-tuned"] == 0, kernels
+    lib = tmp_path / "armdot.so"
+    out = cli.run("export", "armdot", str(lib), "--json", timeout=1200)
+    assert out.returncode == 0, out.stderr
+    assert lib.read_bytes()[18] == 0xB7  # EM_AARCH64
+    assert json.loads(lib.with_suffix(".json").read_text())["variant_label"] == "NCHW4c + sdot"

@@ -284,6 +284,54 @@ def test_the_instruction_comes_from_the_target():
     assert instruction(cpu("skylake-avx512")) is None  # AVX-512, no VNNI
     assert instruction(cpu("haswell")) is None
 
+    def arm(*mattr):
+        return tvm.target.Target({"kind": "llvm", "mtriple": "aarch64-linux-gnu",
+                                  "mattr": ["+neon", *mattr]})
+
+    assert instruction(arm("+dotprod")) == "sdot"
+    assert instruction(arm("+dotprod", "+i8mm")) == "sdot"
+    assert instruction(arm()) is None  # NEON without the dot-product extension
+
+
+ARM_DOTPROD = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mattr": ["+neon", "+dotprod"],
+               "num-cores": 4}
+
+
+@pytest.mark.parametrize("channels", [4, 3])
+def test_an_arm_target_with_dotprod_compiles_int8_convolutions_to_sdot(channels):
+    """On Arm with +dotprod the blocked int8 convolutions (NCHW4c) are written for `sdot`
+    and every design of their tasks cross-compiles to it (the emulated board runs them:
+    `tests/test_arm_board.py`)."""
+    from tvmtui.kernels.tvm_env import import_tvm
+
+    tvm = import_tvm(ARM_DOTPROD)  # with TVM's Arm intrinsics, which its ARM rules name
+    from tvm import s_tir
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvmtui.graph import lowering
+    from tvmtui.graph.dotprod import task_instruction
+
+    target = tvm.target.Target(ARM_DOTPROD)
+    model = _int8(_few_channels(channels), (1, channels, 15, 13))
+    base = load_relax("tflite", model, {"input": [1, 15, 13, channels]})
+    mod, plan = gv.prepare(base, target, "nchwc")
+    assert plan.dot == 3 and plan.label == "NCHW4c + sdot"
+    tasks = [t for t in lowering.extract_tasks(mod, target, gv.REWRITE_REVISION)
+             if task_instruction(t.dispatched[0], target)]
+    assert len(tasks) == 3
+    for task in tasks:
+        func = task.dispatched[0]
+        ctx = ms.TuneContext(mod=func, target=target, space_generator="post-order-apply",
+                             task_name="dot", rand_state=1)
+        postprocs = list(ctx.space_generator.postprocs)
+        for design in ctx.generate_design_space():
+            sch = s_tir.Schedule(func, seed=1, debug_mask=0)
+            s_tir.schedule.Trace(design.trace.simplified(remove_postproc=True).insts, {}) \
+                .apply_to_schedule(sch, remove_postproc=True)
+            assert all(p.apply(sch) for p in postprocs)
+            asm = tvm.tirx.build(sch.mod, target=target).inspect_source("asm")
+            assert "sdot\t" in asm
+
 
 def _dot_net(net, rng, channels=4):
     # 4 input channels: NCHW4c; 3 or 1 (RGB, grayscale): padded to 4 from revision 16

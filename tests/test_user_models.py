@@ -180,6 +180,17 @@ def test_task_whose_space_breaks_is_tuned_without_the_rule_at_fault(cli, tmp_pat
                for e in events)
 
 
+def test_a_users_int8_file_with_pads_loads(tmp_path):
+    """The TFLite converter writes int8 PADs before strided or padded layers: a user's own
+    file with them loads (TVM's stock converter refuses quantized PAD; tvmtui's takes it)."""
+    from tests.test_integer import _few_channels, _int8
+
+    path = tmp_path / "int8.tflite"
+    path.write_bytes(_int8(_few_channels(4), (1, 4, 15, 13)))
+    workload = load_workload(str(path))
+    assert workload.format == "tflite" and workload.input_shapes == {"input": [1, 15, 13, 4]}
+
+
 def test_int8_zoo_twin_tunes_blocked_and_is_exact_against_litert_reference_kernels(cli):
     """DQN's int8 twin (per-channel weights, calibrated activations) computes in integers,
     tunes in the blocked layout, and its bench checks every row against LiteRT's reference

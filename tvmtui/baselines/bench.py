@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -291,15 +291,20 @@ def _judge_misses(req: BenchRequest, reference: RemoteRunner, loaded: dict,
             parity.verdict = f"no float64 verdict: {type(exc).__name__}: {exc}"[:300]
 
 
-def _reference_kernels(req: BenchRequest, loaded: dict) -> ReferenceCheck | None:
+def _reference_kernels(req: BenchRequest, loaded: dict, board) -> ReferenceCheck | None:
     """A quantized TFLite model's rows (TVM, LiteRT, and ONNX Runtime and OpenVINO on its
-    QDQ twin) checked against LiteRT's reference kernels on the same frames; None for float
-    models and on boards."""
+    QDQ twin) checked against LiteRT's reference kernels on the same frames, run where the
+    rows ran (here or on the board); None for float models."""
     rows = [r for name, r in loaded.items() if name != "acl"]
-    if req.device is not None or not any(req.model.output_steps) or \
-            not req.model.has("tflite") or not rows:
+    if not any(req.model.output_steps) or not req.model.has("tflite") or not rows:
         return None
-    ref = RemoteRunner(_spec(req, rn.REFERENCE_KERNELS, None))
+    spec = _spec(req, rn.REFERENCE_KERNELS, None)
+    if board is None:
+        ref: Any = RemoteRunner(spec)  # or a BoardRunner: the same requests
+    else:
+        from tvmtui.baselines.board import BoardRunner
+
+        ref = BoardRunner(board, spec)
     try:
         reason = ref.start()
         if reason is not None:
@@ -339,7 +344,7 @@ def run_bench(req: BenchRequest) -> BenchReport:
                 raise UserError(f"none of the baselines asked for can run {place}: " + "; ".join(
                     f"{n}: {results[n].reason}" for n in asked))
             reference, samples = _measure(req, loaded, results, twin)
-            kernels = _reference_kernels(req, loaded)
+            kernels = _reference_kernels(req, loaded, board)
     except RuntimeFailed:
         if board is None or not board.lost:
             raise

@@ -108,7 +108,7 @@ def tflite_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
 
     model = tflite.Model.GetRootAsModel(normalize_tflite(model_bytes), 0)
     mod = from_tflite(model, shape_dict={k: tuple(v) for k, v in input_shapes.items()},
-                      op_converter=_tflite_converter())
+                      op_converter=tflite_converter())
     return tvm.transform.Sequential(
         [
             relax.transform.ConvertLayout({"relax.nn.conv2d_transpose": ["NCHW", "IOHW"]}),
@@ -118,7 +118,7 @@ def tflite_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
     )(mod)
 
 
-def _tflite_converter():
+def tflite_converter():
     """TVM's TFLite operator converter with its defects met so far fixed (README: "TVM
     frontend defects")."""
     import numpy as np

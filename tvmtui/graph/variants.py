@@ -215,7 +215,7 @@ def _legalize_blocked(bb, call, plan: Plan | None = None, revision: int = REWRIT
     if dotprod.applies(call, target, pad_channels=revision >= 16):
         if plan is not None:
             plan.used_dot(dotprod.instruction(target) or "")
-        return dotprod.legalize(bb, call)
+        return dotprod.legalize(bb, call, target)
     if int(a.groups) > 1:
         return bb.call_te(_depthwise_nchwc, call.args[0], call.args[1], a.strides, a.padding,
                           a.dilation, a.out_dtype or "float32",

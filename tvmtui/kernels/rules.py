@@ -23,7 +23,7 @@ The postprocessors then parallelize the outer loops (as for any block).
 
 from __future__ import annotations
 
-from tvmtui.graph.dotprod import DOT_VNNI, RULE_DOT
+from tvmtui.graph.dotprod import DOT_VNNI, INTRIN_KEY, RULE_DOT
 from tvmtui.graph.winograd import RULE_GEMM, RULE_OUTPUT, RULE_PACK, RULE_UNPACK, WINDOW
 
 MAX_CHANNEL_BLOCKS = 4  # output channel blocks in the register tile
@@ -186,6 +186,7 @@ def _dot_conv(sch, block):
     vectorize the tile's pixel loop around the intrinsic)."""
     n, oc, y, x, lanes, r_chunk, r_h, r_w, r_quad, r_lane = sch.get_loops(block)
     extents = [int(sch.get(loop).extent) for loop in (oc, x)]
+    intrin = str(sch.get(block).annotations.get(INTRIN_KEY, DOT_VNNI))
     out = []
     for k_reg, t_reg in dot_tiles(*extents):
         design = sch.copy()
@@ -201,7 +202,7 @@ def _dot_conv(sch, block):
         design.vectorize(design.get_loops(init)[-1])
         design.unroll(k_inner)
         design.unroll(t_inner)
-        design.tensorize(lanes, DOT_VNNI)
+        design.tensorize(lanes, intrin)
         if epilogue is not None:
             design.vectorize(design.get_loops(epilogue)[-1])
         design.annotate(design.get_sblock("root"), "schedule_rule", "None")

@@ -39,9 +39,11 @@ def operators(model, subgraph) -> list[tuple[str, str]]:
 def refused_operators(model, subgraph, ops) -> tuple[list[str], list[str]]:
     """Operators the frontend has no converter for, and quantized (or dynamic-range
     quantized) operators it refuses: each as `NAME (operator #i -> tensor T)`."""
-    from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
+    from tvmtui.graph.relax_import import tflite_converter
 
-    conv = OperatorConverter(model, subgraph, None, None)
+    # tvmtui's converter, as the import uses: it takes the int8 PAD and TRANSPOSE that the
+    # TFLite converter writes into int8 models, which TVM's stock one refuses
+    conv = tflite_converter()(model, subgraph, None, None)
     missing: dict[str, list[str]] = {}
     quantized: dict[str, list[str]] = {}
     for i, (name, produced) in enumerate(ops):
