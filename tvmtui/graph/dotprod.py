@@ -131,8 +131,9 @@ def legalize(bb, call, target):
     flip = dot.unsigned_input and str(data.ty.dtype) == "int8"  # read as x + 128
     if weight.shape[4] % REDUCE:  # a few channels, padded to a multiple of 4 (one block)
         weight = _padded_weight(weight)
-        data = bb.emit_te(_padded_channels, data, weight.shape[4], flip,
-                          primfunc_name_hint="as_unsigned" if flip else "padded")
+        name = "as_unsigned" if dot.unsigned_input else "padded"  # VNNI's as before
+        data = bb.emit_te(_padded_channels, data, weight.shape[4], flip, name,
+                          primfunc_name_hint=name)
     elif flip:
         data = bb.emit_te(_as_unsigned, data, primfunc_name_hint="as_unsigned")
     oc, ic, kh, kw, block, lanes = weight.shape
@@ -160,7 +161,7 @@ def _padded_weight(weight: np.ndarray) -> np.ndarray:
     return padded[:, None]
 
 
-def _padded_channels(data, channels: int, flip: bool):
+def _padded_channels(data, channels: int, flip: bool, name: str):
     """NCHW[b]c data with few channels as one block of `channels` bytes (int8 read as
     `_as_unsigned` when `flip`). The padding channels repeat the first ones: their weights
     are zero, and an unconditional read stays in bounds when vectorized."""
@@ -176,7 +177,7 @@ def _padded_channels(data, channels: int, flip: bool):
         return v
 
     return te.compute((n, 1, h, w, channels), lambda b, _, y, x, c: value(b, y, x, c),
-                      name="as_unsigned" if flip else "padded")
+                      name=name)
 
 
 def _as_unsigned(data):
