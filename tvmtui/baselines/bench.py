@@ -27,7 +27,7 @@ import numpy as np
 from tvmtui.baselines import floattwin as ft
 from tvmtui.baselines import runners as rn
 from tvmtui.baselines.builds import tuned_library, untuned_library
-from tvmtui.baselines.host import RemoteRunner, RunnerSpec, RuntimeClient, RuntimeFailed
+from tvmtui.baselines.host import RemoteRunner, RunnerSpec, RuntimeFailed
 from tvmtui.baselines.model import BenchModel
 from tvmtui.baselines.parity import TOLERANCE, Parity, check_parity
 from tvmtui.core.errors import UserError
@@ -212,6 +212,16 @@ def _open_board(req: BenchRequest):
         raise UserError(f"cannot bench on the board: {exc}") from None
 
 
+def _runner(spec: RunnerSpec, board) -> Any:
+    """A runtime's client: a process here, or the same runtime on the board (a
+    `BoardRunner` answers the same requests as a `RemoteRunner`)."""
+    if board is None:
+        return RemoteRunner(spec)
+    from tvmtui.baselines.board import BoardRunner
+
+    return BoardRunner(board, spec)
+
+
 def _load_all(req: BenchRequest, wanted: list[str], trials: int | None, board, where: str,
               results: dict[str, BaselineResult]) -> dict:
     """Start each runtime (locally or on the board); a row for every one, loaded or not."""
@@ -222,13 +232,7 @@ def _load_all(req: BenchRequest, wanted: list[str], trials: int | None, board, w
         except rn.Unavailable as exc:
             results[name] = BaselineResult(name, False, reason=str(exc), device=where)
             continue
-        runner: RuntimeClient
-        if board is None:
-            runner = RemoteRunner(spec)
-        else:
-            from tvmtui.baselines.board import BoardRunner
-
-            runner = BoardRunner(board, spec)
+        runner = _runner(spec, board)
         try:
             reason = runner.start()
         except RuntimeFailed as exc:  # the board went away while loading it
@@ -298,13 +302,7 @@ def _reference_kernels(req: BenchRequest, loaded: dict, board) -> ReferenceCheck
     rows = [r for name, r in loaded.items() if name != "acl"]
     if not any(req.model.output_steps) or not req.model.has("tflite") or not rows:
         return None
-    spec = _spec(req, rn.REFERENCE_KERNELS, None)
-    if board is None:
-        ref: Any = RemoteRunner(spec)  # or a BoardRunner: the same requests
-    else:
-        from tvmtui.baselines.board import BoardRunner
-
-        ref = BoardRunner(board, spec)
+    ref = _runner(_spec(req, rn.REFERENCE_KERNELS, None), board)
     try:
         reason = ref.start()
         if reason is not None:

@@ -219,9 +219,7 @@ def _epilogue_at(sch, block, loop):
     pointwise layer: 0.19 ms, 0.11 folded). The folded block, or None where the epilogue
     cannot go under `loop` (it reads more than the tile): then it runs at the root over
     all cores."""
-    blocks = sch.get_child_blocks(sch.get_sblock("root"))
-    names = [sch.get(b).name_hint for b in blocks]
-    after = blocks[names.index(sch.get(block).name_hint) + 1:]
+    after = _blocks_after(sch, block)
     if not after:
         return None
     *inner, last = after
@@ -236,12 +234,17 @@ def _epilogue_at(sch, block, loop):
             raise ValueError("not elementwise")
         sch.reverse_compute_at(last, loop, preserve_unit_loops=True)
     except Exception:  # noqa: BLE001 - not elementwise, or it reads more than the tile
-        blocks = sch.get_child_blocks(sch.get_sblock("root"))
-        names = [sch.get(b).name_hint for b in blocks]
-        for rest in blocks[names.index(sch.get(block).name_hint) + 1:]:
+        for rest in _blocks_after(sch, block):  # those left, partly inlined or not
             _parallel_at_root(sch, rest)
         return None
     return last
+
+
+def _blocks_after(sch, block) -> list:
+    """The root's blocks after `block`, in order."""
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    names = [sch.get(b).name_hint for b in blocks]
+    return list(blocks[names.index(sch.get(block).name_hint) + 1:])
 
 
 def _parallel_at_root(sch, block, lanes: int = 16) -> None:
