@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -47,6 +49,13 @@ def _curve(sessions: Path, name: str) -> list[tuple[float, float]]:
         session.close()
 
 
+def machine_label() -> str:
+    """The CPU the rows are measured on (rows accumulate, the machine can change between runs)."""
+    shown = subprocess.run([sys.executable, "-m", "tvmtui", "devices", "--json"],
+                           capture_output=True, text=True, check=True)
+    return f"{json.loads(shown.stdout)['local']['target'].get('mcpu', '?')}, {os.cpu_count()} cores"
+
+
 def _tune(model, name: str, sessions: Path, trials: int, minutes: float) -> dict:
     """Tune detached, stop it at the time cap; how it went."""
     shapes = [a for s in model.shapes for a in ("--shape", s)]
@@ -72,11 +81,12 @@ def _tune(model, name: str, sessions: Path, trials: int, minutes: float) -> dict
             "stopped_at_cap": stopped, "status": shown.get("status")}
 
 
-def speed_row(model, sessions: Path, trials: int, minutes: float, frames: int) -> dict:
+def speed_row(model, sessions: Path, trials: int, minutes: float, frames: int,
+              machine: str) -> dict:
     name = "speed-" + model.name.replace("_", "-")
     shutil.rmtree(sessions / name, ignore_errors=True)
     row = {"model": model.name, "format": model.path.suffix[1:], "budget_trials": trials,
-           "budget_minutes": minutes}
+           "budget_minutes": minutes, "machine": machine}
     row.update(_tune(model, name, sessions, trials, minutes))
     if row["outcome"] != "tuned":
         return row
@@ -122,12 +132,12 @@ def markdown(rows: list[dict], command: str) -> str:
              "benched (parity-checked, 50 timed runs). Minutes to beat: the tuning curve "
              "scaled to the measured time, against each baseline's median.", "",
              "| model | tasks | budget | trials | tuned ms | LiteRT ms | ORT ms | OpenVINO ms | "
-             "speedup vs best | minutes to beat (LiteRT / ORT / OV) | held back by |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "speedup vs best | minutes to beat (LiteRT / ORT / OV) | held back by | machine |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["outcome"] != "tuned":
             lines.append(f"| {r['model']} | - | - | - | {r['outcome']}: {r.get('message', '')} "
-                         "| | | | | | |")
+                         "| | | | | | | " + r.get("machine", "?") + " |")
             continue
 
         beat = " / ".join("-" if (m := r["minutes_to_beat"].get(n)) is None else f"{m:g}"
@@ -138,7 +148,7 @@ def markdown(rows: list[dict], command: str) -> str:
         lines.append(f"| {r['model']} | {r['tasks']} | {r['budget_trials']} trials / "
                      f"{r['budget_minutes']:g} min | {r['trials']} | {r['tvm_ms']:.3f} | "
                      f"{_cell(r, 'tflite')} | {_cell(r, 'onnxruntime')} | {_cell(r, 'openvino')} | "
-                     f"{speedup} | {beat} | {held} |")
+                     f"{speedup} | {beat} | {held} | {r.get('machine', '?')} |")
     tuned = [r for r in rows if r.get("speedup")]
     ahead = sum(r["speedup"] >= GOAL for r in tuned)
     lines += ["", f"{ahead} of {len(tuned)} tuned models at {GOAL}x or more of the fastest "
@@ -156,9 +166,10 @@ def main() -> None:
     ap.add_argument("--sessions-dir", default=str(HERE / "work" / "speed"))
     ap.add_argument("--out", default=str(HERE / "results"))
     args = ap.parse_args()
+    machine = machine_label()
     run_corpus("real_speed", args,
                lambda model, sessions: speed_row(model, sessions, args.trials, args.minutes,
-                                                 args.frames),
+                                                 args.frames, machine),
                markdown, "speedup")
 
 
