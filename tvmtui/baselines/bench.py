@@ -27,6 +27,7 @@ import numpy as np
 from tvmtui.baselines import floattwin as ft
 from tvmtui.baselines import runners as rn
 from tvmtui.baselines.builds import tuned_library, untuned_library
+from tvmtui.baselines.disputes import judge_misses
 from tvmtui.baselines.host import RemoteRunner, RunnerSpec, RuntimeFailed
 from tvmtui.baselines.model import BenchModel
 from tvmtui.baselines.parity import TOLERANCE, Parity, check_parity
@@ -256,7 +257,7 @@ def _measure(req: BenchRequest, loaded: dict, results: dict[str, BaselineResult]
         for name, parity in check_parity(reference, others, req.frames, req.tolerance,
                                          req.model.output_steps).items():
             results[name].parity = parity
-        _judge_misses(req, reference, loaded, results)
+        judge_misses(req, reference, loaded, results)
         if reference.name == "tvm-tuned" and "tvm-untuned" in loaded:
             # the tuned row's own check: the same comparison, seen from its side
             results["tvm-tuned"].parity = results["tvm-untuned"].parity
@@ -269,30 +270,6 @@ def _measure(req: BenchRequest, loaded: dict, results: dict[str, BaselineResult]
     samples = time_runners(runners, req.frames[0], req.warmup, req.repeats, req.max_seconds,
                            own_frames=own)
     return reference, samples
-
-
-def _judge_misses(req: BenchRequest, reference: RemoteRunner, loaded: dict,
-                  results: dict[str, BaselineResult]) -> None:
-    """Each float output that missed the tolerance, judged against the graph in float64
-    on the frame where it missed most (`exact`): which side is off."""
-    from tvmtui.baselines.exact import ExactReference, judge
-
-    exact = ExactReference(req.model)
-    for name, runner in loaded.items():
-        parity = results[name].parity
-        if runner is reference or parity is None or parity.passed or parity.error:
-            continue
-        disputed = [row["index"] for row in parity.outputs
-                    if not row["passed"] and "max_rel_err" in row]
-        if not disputed or parity.worst_frame is None:
-            continue
-        frame = req.frames[parity.worst_frame]
-        try:
-            parity.verdict, parity.exact = judge(
-                exact, frame, parity.worst_frame, reference.infer(frame), runner.infer(frame),
-                reference.name, name, disputed, req.tolerance)
-        except Exception as exc:  # noqa: BLE001 - the verdict is extra; the miss stands
-            parity.verdict = f"no float64 verdict: {type(exc).__name__}: {exc}"[:300]
 
 
 def _reference_kernels(req: BenchRequest, loaded: dict, board) -> ReferenceCheck | None:

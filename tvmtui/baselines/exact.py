@@ -49,7 +49,7 @@ class ExactReference:
         return tvm, relax.VirtualMachine(lib, tvm.cpu())
 
 
-def _distance(x: np.ndarray, exact: np.ndarray) -> float:
+def distance(x: np.ndarray, exact: np.ndarray) -> float:
     diff = np.abs(x.astype(np.float64) - exact)
     return float((diff / np.maximum(np.abs(exact), 1.0)).max(initial=0.0))
 
@@ -62,7 +62,7 @@ def judge(exact: ExactReference, frame: list[np.ndarray], frame_index: int,
     truth = exact.outputs(frame)
     rows, said = [], []
     for i in disputed:
-        ours, other = _distance(mine[i], truth[i]), _distance(theirs[i], truth[i])
+        ours, other = distance(mine[i], truth[i]), distance(theirs[i], truth[i])
         if ours > tolerance and ours >= FAR * other:
             side, text = "reference", f"{mine_name} is off ({ours:.1e} from exact, " \
                 f"{their_name} {other:.1e})"

@@ -66,7 +66,7 @@ def normalize_tflite(model_bytes: bytes) -> bytes:
     import tflite
 
     reader = tflite.Model.GetRootAsModel(model_bytes, 0)
-    names = _builtin_names()
+    names = builtin_names()
     todo: dict[tuple[int, int], str] = {}
     for s in range(reader.SubgraphsLength()):
         g = reader.Subgraphs(s)
@@ -145,7 +145,7 @@ def _constant(model, subgraph, values: dict, t: int, dtypes: dict):
         [int(d) for d in tensor.shape])
 
 
-def _builtin_names() -> dict[int, str]:
+def builtin_names() -> dict[int, str]:
     from tflite.BuiltinOperator import BuiltinOperator
 
     return {v: k for k, v in vars(BuiltinOperator).items() if not k.startswith("_")}
