@@ -95,7 +95,8 @@ def speed_row(model, sessions: Path, trials: int, minutes: float, frames: int,
               machine: str, benches: int, old: dict | None) -> dict:
     """Tune (or, with `old`, keep the session tuned before and its row's tuning figures),
     then bench `benches` times: each runtime's time is the median of the benches'
-    medians (this VM's speed drifts between minutes), parity from the first."""
+    medians, the speedup the median of the benches' own against the fastest baseline
+    (this VM's speed drifts between minutes), parity from the first."""
     name = "speed-" + model.name.replace("_", "-")
     row = {"model": model.name, "format": model.path.suffix[1:], "budget_trials": trials,
            "budget_minutes": minutes, "machine": machine}
@@ -130,8 +131,9 @@ def speed_row(model, sessions: Path, trials: int, minutes: float, frames: int,
             "reason": by[n].get("reason")} for n in BASELINES if n in by}
     ran = {n: b["ms"] for n, b in row["baselines"].items() if b["ms"] is not None}
     if ran and tuned_ms:
-        best = min(ran, key=lambda n: ran[n])
-        row.update(best=best, speedup=ran[best] / tuned_ms)
+        row["best"] = min(ran, key=lambda n: ran[n])
+        each = ratios(row)
+        row["speedup"] = each[len(each) // 2] if each else ran[row["best"]] / tuned_ms
     curve = _curve(sessions, name)
     scale = tuned_ms / curve[-1][1] if curve and tuned_ms else None
     row["minutes_to_beat"] = {
@@ -150,12 +152,10 @@ def _cell(row: dict, name: str) -> str:
     return f"{b['ms']:.3f}" + ("" if b.get("parity") else " (parity miss)")
 
 
-def _spread(row: dict) -> tuple[float, float] | None:
-    """The lowest and highest speedup over the row's benches (each against its best)."""
-    got = [min(ms for n, ms in run.items() if n in BASELINES) / run["tvm-tuned"]
-           for run in row.get("bench_runs", [])
-           if "tvm-tuned" in run and any(n in BASELINES for n in run)]
-    return (min(got), max(got)) if len(got) > 1 else None
+def ratios(row: dict) -> list[float]:
+    """The speedup against the row's best baseline in each of its benches, sorted."""
+    return sorted(run[row["best"]] / run["tvm-tuned"] for run in row.get("bench_runs", [])
+                  if "tvm-tuned" in run and row.get("best") in run)
 
 
 def markdown(rows: list[dict], command: str) -> str:
@@ -164,9 +164,10 @@ def markdown(rows: list[dict], command: str) -> str:
              "real_speed.json). Each tunable corpus model (benchmarks/corpus.py) tuned as a user "
              "would, with the trial budget capped by wall time on this 2-core machine, then "
              "benched 3 times (50 timed runs each; the first checks parity on 20 frames): each "
-             "runtime's time is the median of the benches' medians, the speedup's range over "
-             "the benches in brackets (this VM's speed drifts from minute to minute). Minutes "
-             "to beat: the tuning curve scaled to the measured time, against each baseline's "
+             "runtime's time is the median of the benches' medians; the speedup is the median "
+             "of the benches' own (against the fastest baseline), its range in brackets "
+             "(this VM's speed drifts from minute to minute). Minutes to beat: the tuning "
+             "curve scaled to the measured time, against each baseline's "
              "median.", "",
              "| model | tasks | budget | trials | tuned ms | LiteRT ms | ORT ms | OpenVINO ms | "
              "speedup vs best | minutes to beat (LiteRT / ORT / OV) | held back by | machine |",
@@ -182,9 +183,9 @@ def markdown(rows: list[dict], command: str) -> str:
         held = "" if (r.get("speedup") or 0) >= GOAL else "; ".join(
             f"{x['name']} {100 * (x['share'] or 0):.0f}%" for x in r.get("top_layers", []))
         speedup = f"{r['speedup']:.2f}x vs {r['best']}" if r.get("speedup") else "-"
-        spread = _spread(r)
-        if spread:
-            speedup += f" ({spread[0]:.2f}-{spread[1]:.2f})"
+        spread = ratios(r)
+        if len(spread) > 1:
+            speedup += f" ({spread[0]:.2f}-{spread[-1]:.2f})"
         lines.append(f"| {r['model']} | {r['tasks']} | {r['budget_trials']} trials / "
                      f"{r['budget_minutes']:g} min | {r['trials']} | {r['tvm_ms']:.3f} | "
                      f"{_cell(r, 'tflite')} | {_cell(r, 'onnxruntime')} | {_cell(r, 'openvino')} | "
