@@ -101,3 +101,15 @@ def test_the_first_layer_past_the_tolerance_names_the_side(off, expected):
     said, rows = judge_layers(sides, "tvm-tuned", "tflite", 1e-4)
     assert expected in said, said
     assert [r["op"] for r in rows] == [1, 2]
+
+
+def test_weights_behind_densify_and_dequantize_are_not_layers():
+    """A weight stored sparse and float16 (DENSIFY then DEQUANTIZE, as MediaPipe's files
+    have them) is folded by the import: neither op's output is exposed as a layer."""
+    from .user_models import small_cnn_tflite, with_float16_weights, with_sparse_dense_weight
+
+    plain = small_cnn_tflite()
+    stored = with_sparse_dense_weight(with_float16_weights(plain))
+    _, layers = expose("tflite", stored)
+    assert not {"DENSIFY", "DEQUANTIZE"} & {layer.kind for layer in layers}, layers
+    assert [layer.kind for layer in layers] == [layer.kind for layer in expose("tflite", plain)[1]]

@@ -49,14 +49,14 @@ def _expose_tflite(data: bytes) -> tuple[bytes, list[Layer]]:
         return bool(buffer) and model.buffers[buffer].data is not None and \
             len(model.buffers[buffer].data) > 0
 
-    outputs, layers, computed = [int(t) for t in sub.outputs], [], set(sub.inputs)
+    outputs, layers, folded = [int(t) for t in sub.outputs], [], set()
     for i, op in enumerate(sub.operators):
         code = model.operatorCodes[op.opcodeIndex]
         kind = names.get(max(code.builtinCode, code.deprecatedBuiltinCode), "CUSTOM")
-        if not any(t >= 0 and (t in computed or not constant(t)) for t in op.inputs):
-            continue  # a weight's DEQUANTIZE or DENSIFY: the import folds it away
+        if all(t < 0 or t in folded or constant(t) for t in op.inputs):
+            folded.update(int(t) for t in op.outputs)  # a weight's DENSIFY, DEQUANTIZE:
+            continue  # the import folds them into constants
         for t in (int(t) for t in op.outputs):
-            computed.add(t)
             tensor = sub.tensors[t]
             if tensor.type != S.TensorType.FLOAT32 or tensor.shape is None:
                 continue
