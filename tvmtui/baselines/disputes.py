@@ -3,21 +3,18 @@ most (`exact`), then layer by layer (`layers`) where the baseline read the model
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
+from tvmtui.baselines.host import RemoteRunner
 from tvmtui.baselines.model import BenchModel
 
-if TYPE_CHECKING:
-    from tvmtui.baselines.bench import BaselineResult, BenchRequest
-    from tvmtui.baselines.host import RemoteRunner
 
-
-def judge_misses(req: BenchRequest, reference: RemoteRunner, loaded: dict,
-                 results: dict[str, BaselineResult]) -> None:
-    """Each float output that missed the tolerance, judged against the graph in float64
-    on the frame where it missed most (`exact`): which side is off."""
+def judge_misses(req: Any, reference: RemoteRunner, loaded: dict, results: dict) -> None:
+    """Each float output that missed the tolerance (`results`: bench's rows by runtime;
+    `req`: its request), judged against the graph in float64 on the frame where it missed
+    most (`exact`): which side is off; then layer by layer."""
     from tvmtui.baselines.exact import ExactReference, judge
 
     exact = ExactReference(req.model)
@@ -47,7 +44,7 @@ def _reads_native(name: str, model: BenchModel) -> bool:
     return len(model.files) == 1 or name in own
 
 
-def _judge_layers(req: BenchRequest, name: str, reference: str, frame: list[np.ndarray],
+def _judge_layers(req: Any, name: str, reference: str, frame: list[np.ndarray],
                   parity) -> None:
     """The dispute traced layer by layer (`layers`): its summary joins the verdict, its
     rows go to `exact["layers"]`."""

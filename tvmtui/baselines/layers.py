@@ -49,7 +49,8 @@ def _expose_tflite(data: bytes) -> tuple[bytes, list[Layer]]:
         return bool(buffer) and model.buffers[buffer].data is not None and \
             len(model.buffers[buffer].data) > 0
 
-    outputs, layers, folded = [int(t) for t in sub.outputs], [], set()
+    outputs, layers = [int(t) for t in sub.outputs], []
+    folded: set[int] = set()
     for i, op in enumerate(sub.operators):
         code = model.operatorCodes[op.opcodeIndex]
         kind = names.get(max(code.builtinCode, code.deprecatedBuiltinCode), "CUSTOM")
