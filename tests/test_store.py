@@ -215,7 +215,7 @@ def test_a_database_that_loads_only_record_by_record_is_rewritten_and_kept(tmp_p
         path.replace(path.with_name(path.name + ".reloading"))
     records.write_bytes(before[0] + b"\n")
     workloads.write_bytes(b"")
-    db, moved = msdb.open_own_database(workloads, records)
+    db, moved, _ = msdb.open_own_database(workloads, records)
     assert moved == 0 and len(db) == 3
     assert sorted(records.read_bytes().splitlines()) == before
     assert not list(tmp_path.glob("*.reloading"))

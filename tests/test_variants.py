@@ -500,7 +500,7 @@ def test_reuse_across_sessions_is_marked_and_measured_again(cli, tmp_path):
     from tvmtui.tuning.warmstart import record_candidate
 
     src = cli.session("src")
-    db, _ = load_database(src.file(WORKLOAD_DB), src.file(RECORD_DB))
+    db, _, _ = load_database(src.file(WORKLOAD_DB), src.file(RECORD_DB))
     replayed = {module_hash(record_candidate(r.workload.mod, r.trace).sch.mod)
                 for r in db.get_all_tuning_records()}
     assert {e["shash"] for e in reused} <= replayed

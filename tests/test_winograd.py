@@ -191,7 +191,7 @@ def test_a_small_space_is_measured_to_its_end(cli, tmp_path):
     events = cli.json_lines(run.stdout)
     assert [e for e in events if e["event"] == "state"][-1]["reason"] == "search space exhausted"
     session = cli.session("w")
-    db, _ = load_database(session.file(WORKLOAD_DB), session.file(RECORD_DB))
+    db, _, _ = load_database(session.file(WORKLOAD_DB), session.file(RECORD_DB))
     records = [r for r in db.get_all_tuning_records() if "winograd" in r.workload.mod.script()]
     _, target = _target()
     sampled, every = _sampled_and_enumerated(records[0].workload.mod, target, 160)

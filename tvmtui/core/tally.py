@@ -58,6 +58,12 @@ class Tally:
             for task in self.tasks:
                 task.best_s = None
 
+    def space(self, event: dict) -> None:
+        """A `task_space` event: with `reset_best`, the task's earlier trials computed it
+        wrong (see `kernels/hazards.py`): they count as trials but no longer as its best."""
+        if event.get("reset_best") and event["task"] < len(self.tasks):
+            self.tasks[event["task"]].best_s = None
+
     def trial(self, event: dict) -> float | None:
         """A `trial` event; the task's new best latency when it improved."""
         if event["task"] >= len(self.tasks):

@@ -74,11 +74,16 @@ def export_session(session: st.Session, out: Path) -> dict:
     # The variant the worker measured fastest (sessions from before variants: stock).
     variant = meta.get("variant") or gv.DEFAULT
     mod, plan = gv.prepare(base, target, variant, revision=revision)
-    database, left_out = tuned_database(session)
+    database, left_out, wrong = tuned_database(session)
     if left_out:
         notes.append(f"{left_out} tuning record(s) left out: their schedules do not replay in "
                      "this TVM (its trace replay of some rfactor schedules fails); the "
                      "library is built from the others")
+    if wrong:
+        notes.append(f"{wrong} tuning record(s) left out: TVM's RewriteLayout packed their "
+                     "weight by the wrong axis (a transposed weight, as a ConvTranspose's); "
+                     "those layers use their next record, or TVM's default schedule; "
+                     "`tvmtui resume` tunes them again without it")
     start = time.time()
     executable = lowering.compile_tuned(database, mod, target, revision)
     from tvmtui.devices.cross import export_options

@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+from tvmtui.kernels.hazards import layout_rewrite_hazard, rewrites_layout
+
 FAILED_RUN_S = 1e9  # MetaSchedule records a candidate that failed to run as 1e10 seconds
 
 
@@ -126,6 +128,9 @@ class BestRecords:
         if not found or k <= 0:
             return []
         workload = ms.database.Workload.from_json(self._workloads[key])
+        if any(rewrites_layout(record) for _, record in found) and \
+                layout_rewrite_hazard(workload.mod):
+            found = [(t, r) for t, r in found if not rewrites_layout(r)]  # see `wrong_lines`
         out = []
         for _, record in found:
             try:  # reading a record replays its trace (see `load_database`)
@@ -153,17 +158,49 @@ def confirmed_is_current(session) -> bool:
 REPLAY_ATTEMPTS = 3
 
 
-def _replayable(workloads: Path, records: Path) -> tuple[list, list[bytes]]:
-    """Split the record lines into those whose trace replayed on its workload, as
-    (line, TuningRecord), and the rest. (A replay can fail one time and not the next:
-    the record loaded once is the one kept.)"""
+def wrong_lines(workloads: Path, records: Path) -> set[bytes]:
+    """The record lines whose schedule is known to compute its kernel wrong: RewriteLayout
+    on a task that reads its weight transposed (see `kernels/hazards.py`). Only the
+    workloads of records that rewrote a layout are read (126 of them: 0.2 s)."""
+    suspects = []
+    for line in records.read_bytes().splitlines() if records.exists() else []:
+        try:
+            index, record = json.loads(line)
+        except (ValueError, TypeError):
+            continue
+        if rewrites_layout(record):
+            suspects.append((line, index))
+    if not suspects:
+        return set()
+    from tvm.s_tir import meta_schedule as ms
+
+    workload_json = {index: obj for index, _, obj in _workload_lines(workloads)}
+    hazard: dict[int, bool] = {}
+    out = set()
+    for line, index in suspects:
+        if index not in hazard:
+            try:
+                mod = ms.database.Workload.from_json(workload_json[index]).mod
+                hazard[index] = layout_rewrite_hazard(mod) is not None
+            except Exception:  # noqa: BLE001 - a workload that does not load: the load says so
+                hazard[index] = False
+        if hazard[index]:
+            out.add(line)
+    return out
+
+
+def _replayable(workloads: Path, records: Path,
+                skip: set[bytes] | frozenset = frozenset()) -> tuple[list, list[bytes]]:
+    """Split the record lines (but those in `skip`) into those whose trace replayed on its
+    workload, as (line, TuningRecord), and the rest. (A replay can fail one time and not
+    the next: the record loaded once is the one kept.)"""
     from tvm.s_tir import meta_schedule as ms
 
     loaded = [ms.database.Workload.from_json(json.loads(line))
               for line in workloads.read_bytes().splitlines() if line.strip()]
     good, bad = [], []
     for line in records.read_bytes().splitlines():
-        if not line.strip():
+        if not line.strip() or line in skip:
             continue
         try:
             index, record = json.loads(line)
@@ -182,23 +219,28 @@ def _json_database(workloads: Path, records: Path):
 
 
 def load_database(workloads: Path, records: Path):
-    """MetaSchedule's database of these files, read only -> (database, records left out).
+    """MetaSchedule's database of these files, read only -> (database, records left out
+    because they do not replay, records left out because they compute wrong).
 
     TVM replays every record's trace as it loads a JSON database and refuses the whole of
     it when one fails: MobileNet's blocked global pool had 11 rfactor schedules that were
-    measured, yet do not replay, and its export failed. Then the records that replay are
-    loaded into memory, and the files are left as they are."""
+    measured, yet do not replay, and its export failed. Then, or when some records are
+    known to compute wrong (`wrong_lines`), the others are loaded into memory, and the
+    files are left as they are."""
     from tvm.s_tir import meta_schedule as ms
 
-    try:
-        return _json_database(workloads, records), 0
-    except Exception:  # noqa: BLE001 - a trace that does not replay; sorted out below
-        good, bad = _replayable(workloads, records)  # none bad: see `_rewritten`
+    wrong = wrong_lines(workloads, records)
+    if not wrong:
+        try:
+            return _json_database(workloads, records), 0, 0
+        except Exception:  # noqa: BLE001 - a trace that does not replay; sorted out below
+            pass
+    good, bad = _replayable(workloads, records, wrong)  # none bad: see `_rewritten`
     db = ms.database.MemoryDatabase(module_equality="structural")
     for _, record in good:
         db.commit_workload(record.workload.mod)
         db.commit_tuning_record(record)
-    return db, len(bad)
+    return db, len(bad), len(wrong)
 
 
 def _backup(path: Path) -> Path:
@@ -227,41 +269,53 @@ def _rewritten(workloads: Path, records: Path, good: list):
     return db
 
 
+def _set_aside(records: Path, lines: list[bytes] | set[bytes], suffix: str) -> None:
+    """Move `lines` out of the record file into `<records><suffix>`, kept there."""
+    with open(records.with_name(records.name + suffix), "ab") as fh:
+        fh.write(b"".join(line + b"\n" for line in lines))
+        fh.flush()
+        os.fsync(fh.fileno())
+    _replace_lines(records, [line for line in records.read_bytes().splitlines()
+                             if line.strip() and line not in lines])
+
+
 def open_own_database(workloads: Path, records: Path):
     """The session's own JSON database, for its worker (the files' one writer) ->
-    (database, records set aside). Record lines whose trace does not replay (see
-    `load_database`) move to `<records>.unreplayable`, kept, and the rest load."""
+    (database, records set aside as unreplayable, as wrong). Record lines whose trace
+    does not replay (see `load_database`) move to `<records>.unreplayable`, those known
+    to compute wrong (`wrong_lines`) to `<records>.wrong`, both kept; the rest load."""
     moved = 0
     for backup in (_backup(workloads), _backup(records)):  # a rewrite cut short
         if backup.exists():
             os.replace(backup, backup.with_name(backup.name.removesuffix(".reloading")))
+    wrong = wrong_lines(workloads, records)
+    if wrong:
+        _set_aside(records, wrong, ".wrong")
     for _ in range(REPLAY_ATTEMPTS - 1):
         try:
-            return _json_database(workloads, records), moved
+            return _json_database(workloads, records), moved, len(wrong)
         except Exception:  # noqa: BLE001 - a trace that does not replay; sorted out below
             good, bad = _replayable(workloads, records)
             if not bad:
-                return _rewritten(workloads, records, good), moved
-        with open(records.with_name(records.name + ".unreplayable"), "ab") as fh:
-            fh.write(b"".join(line + b"\n" for line in bad))
-            fh.flush()
-            os.fsync(fh.fileno())
-        _replace_lines(records, [line for line, _ in good])
+                return _rewritten(workloads, records, good), moved, len(wrong)
+        _set_aside(records, set(bad), ".unreplayable")
         moved += len(bad)
-    return _json_database(workloads, records), moved
+    return _json_database(workloads, records), moved, len(wrong)
 
 
 def tuned_database(session):
     """The database export and bench compile with: the confirmed records first (where
-    current), then every tuning record -> (database, records left out: see
-    `load_database`)."""
+    current), then every tuning record -> (database, records left out as unreplayable,
+    as wrong: see `load_database`)."""
     from tvm.s_tir import meta_schedule as ms
 
     from tvmtui.sessions import store as st
 
-    main, left_out = load_database(session.file(st.WORKLOAD_DB), session.file(st.RECORD_DB))
+    main, left_out, wrong = load_database(session.file(st.WORKLOAD_DB),
+                                          session.file(st.RECORD_DB))
     if not confirmed_is_current(session):
-        return main, left_out
-    confirmed, more = load_database(session.file(st.CONFIRMED_WORKLOAD_DB),
-                                    session.file(st.CONFIRMED_RECORD_DB))
-    return ms.database.OrderedUnionDatabase(confirmed, main), left_out + more
+        return main, left_out, wrong
+    confirmed, more, more_wrong = load_database(session.file(st.CONFIRMED_WORKLOAD_DB),
+                                                session.file(st.CONFIRMED_RECORD_DB))
+    return (ms.database.OrderedUnionDatabase(confirmed, main), left_out + more,
+            wrong + more_wrong)

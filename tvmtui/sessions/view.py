@@ -165,6 +165,7 @@ class SessionView:
         elif kind == ev.TASK_SPACE and e["task"] < len(self.tasks):
             row = self.tasks[e["task"]]
             row.without, row.failed = e.get("without"), e.get("error")
+            self.tally.space(e)
         elif kind == ev.BENCH:
             self.bench = e
         elif kind == ev.CONFIRMED and e["task"] < len(self.tasks):

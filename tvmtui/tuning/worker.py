@@ -120,21 +120,46 @@ class Tuner(SearchLoop, BatchRecording, WarmStart, Confirm):
         """Per-task counts, bests and measured hashes from earlier runs of this session
         (latencies from before a transfer were measured on another chip: not bests here),
         and the design-space verdicts found before."""
-        for verdict in self.session.iter_events(ev.TASK_SPACE):
-            task = self.tasks[verdict["task"]]
-            task.without, task.failed = verdict.get("without"), verdict.get("error")
         from tvmtui.core.tally import Tally
 
         self.tally = Tally(self.tasks)
         self.ran_before = 0  # earlier trials that ran (each left a database record)
-        for event in self.session.iter_events(ev.SESSION_STARTED, ev.TRIAL):
-            if event["event"] == ev.SESSION_STARTED:
+        for event in self.session.iter_events(ev.SESSION_STARTED, ev.TRIAL, ev.TASK_SPACE):
+            if event["event"] == ev.TASK_SPACE:
+                task = self.tasks[event["task"]]
+                task.without, task.failed = event.get("without"), event.get("error")
+                self.tally.space(event)
+            elif event["event"] == ev.SESSION_STARTED:
                 self.tally.started(event)
             elif event["event"] == ev.TRIAL:
                 self.tally.trial(event)
                 self.ran_before += bool(event.get("run_s"))
                 if event.get("shash") and event.get("error_kind") not in ev.NOT_RUN:
                     self.memory.known.add(event["shash"])
+
+    def _avoid_layout_rewrite_hazards(self) -> None:
+        """Tasks that RewriteLayout would compute wrong (see `kernels/hazards.py`) are tuned
+        without it; said once, as a design-space verdict, so a resume keeps it."""
+        from tvmtui.kernels.hazards import layout_rewrite_hazard
+        from tvmtui.tuning.spaces import Verdict
+
+        for i, task in enumerate(self.tasks):
+            if task.without is not None or task.failed:
+                continue
+            why = layout_rewrite_hazard(self.extracted[i].dispatched[0])
+            if why is None:
+                continue
+            verdict = Verdict(without="postproc:RewriteLayout")
+            task.without = verdict.without
+            # Its bests so far were measured with it (sessions from before this check).
+            event = dict(verdict.to_json(), task=i, why=why, task_name=task.info.name,
+                         reset_best=task.best_s is not None)
+            self.session.append(ev.TASK_SPACE, event)
+            self.tally.space(event)
+            self.emit_notice(f"task {i} ({task.info.name}): tuned without RewriteLayout, "
+                             f"which would compute it wrong ({why})"
+                             + ("; its earlier bests no longer count" if event["reset_best"]
+                                else ""))
 
     def make_parts(self):
         from tvmtui.tuning.cost_model import TrackedXGBModel
@@ -163,12 +188,17 @@ class Tuner(SearchLoop, BatchRecording, WarmStart, Confirm):
             if old.exists() and not aside.exists():
                 old.rename(aside)
             self.transfer_source = aside
-        self.database, set_aside = open_own_database(self.session.file(st.WORKLOAD_DB),
-                                                     self.session.file(st.RECORD_DB))
+        self.database, set_aside, wrong = open_own_database(self.session.file(st.WORKLOAD_DB),
+                                                            self.session.file(st.RECORD_DB))
         if set_aside:
             self.emit_notice(f"{set_aside} tuning record(s) set aside in "
                              f"{st.RECORD_DB}.unreplayable: their schedules do not replay in "
                              "this TVM; the others are kept and tuning goes on")
+        if wrong:
+            self.emit_notice(f"{wrong} tuning record(s) set aside in {st.RECORD_DB}.wrong: "
+                             "TVM's RewriteLayout packed their weight by the wrong axis; "
+                             "their tasks tune again without it")
+        self._avoid_layout_rewrite_hazards()
         self.cost_model = TrackedXGBModel(
             num_tuning_cores=cores,
             num_warmup_samples=int(self.options.get("warmup_samples", 32)),
