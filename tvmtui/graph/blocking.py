@@ -78,8 +78,8 @@ def _sunk(call, lookup, emit):
     a = call.attrs
     if name == "relax.layout_transform":  # back to the same blocking: nothing to do
         if a.pad_value is None and all(
-                _mapped(call, (b, y, x, c * block + cb)) == [b, c, y, x, cb]
-                for b, c, y, x, cb in _corners(shape)):
+                mapped(call, (b, y, x, c * block + cb)) == [b, c, y, x, cb]
+                for b, c, y, x, cb in corners(shape)):
             return source
         return call
     if name == "relax.nn.pad":
@@ -110,20 +110,20 @@ def _unblocked(expr):
         return None
     shape = [int(d) for d in source.ty.shape]
     block = shape[4]
-    if any(_mapped(expr, point) != [point[0], point[2], point[3], point[1] * block + point[4]]
-           for point in _corners(shape)):
+    if any(mapped(expr, point) != [point[0], point[2], point[3], point[1] * block + point[4]]
+           for point in corners(shape)):
         return None
     return source
 
 
-def _corners(shape: list[int]) -> list[tuple[int, ...]]:
+def corners(shape: list[int]) -> list[tuple[int, ...]]:
     """A few points of an NCHW[b]c tensor that tell its layout transforms apart."""
     n, chunks, h, w, block = shape
     return [(0, 0, 0, 0, 0), (n - 1, chunks - 1, h - 1, w - 1, block - 1),
             (0, chunks - 1, 1 % h, 2 % w, 1 % block), (0, 1 % chunks, h - 1, 0, block - 1)]
 
 
-def _mapped(transform, point) -> list[int]:
+def mapped(transform, point) -> list[int]:
     """Where a layout transform call moves the element at `point`."""
     from tvm import tirx
 

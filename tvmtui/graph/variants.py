@@ -81,8 +81,10 @@ DEFAULT = "nchw"
 # blocked tensor's unblocking runs on the blocked tensor (TVM infers no layout for pad;
 # `blocking.pads_in_block`): each of MobileNet int8's depthwise layers, padded with its
 # input's zero point, had unblocked and reblocked its input, and ResNet-18 int8's max pool
-# ran in NHWC.
-REWRITE_REVISION = 18
+# ran in NHWC. 19: a channel split is written as slices before the blocked rewrites
+# (`slices.py`): TVM's ConvertLayout kept its split points in NCHW[b]c, and NudeNet's
+# (YOLOv8) graph lost its blocked and Winograd variants.
+REWRITE_REVISION = 19
 
 
 def session_revision(meta: dict) -> int:
@@ -316,9 +318,17 @@ def _blocked(mod, block: int, plan: Plan, revision: int):
 
     from tvmtui.graph.fold import fold_with_numpy
 
+    if revision >= 19:
+        from tvmtui.graph.slices import split_as_slices
+
+        mod = split_as_slices(mod)
     mod = relax.transform.ConvertLayout({}, _blocked_layouts(block, plan, revision))(mod)
     if revision >= 18:
         mod = pads_in_block(mod)
+    if revision >= 19:
+        from tvmtui.graph.slices import channels_in_block
+
+        mod = channels_in_block(mod)
     return fold_with_numpy(mod)
 
 
