@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tvmtui.graph.fold import constant_value
+
 _CONVS = ("relax.nn.conv2d", "relax.nn.conv2d_transpose")
 _STEPS = ("relax.add", "relax.subtract", "relax.multiply", "relax.divide")
 
@@ -37,15 +39,11 @@ class _Chain:
     members: list = field(default_factory=list)  # the bound vars, convolution first
 
 
-def _constant(expr) -> np.ndarray | None:
-    import tvm
-
-    return expr.value.numpy() if isinstance(expr, tvm.ir.expr.GenericConst) else None
 
 
 def _start(call, var) -> _Chain | None:
     """A chain from a float32 convolution with constant weights in a plain layout."""
-    weight = _constant(call.args[1])
+    weight = constant_value(call.args[1])
     attrs = call.attrs
     out_layout = str(attrs.out_layout or attrs.data_layout)
     kernel_layout = str(attrs.kernel_layout)
@@ -123,7 +121,7 @@ def _chains(func) -> list[_Chain]:
             chain = open_chains.get(src)
             if chain is None or uses.get(src, 0) != 1 or not isinstance(src, relax.DataflowVar):
                 continue
-            const = _constant(other)
+            const = constant_value(other)
             rank = len(binding.var.ty.shape)
             c = None if const is None else _per_channel(const, rank, chain.axis, len(chain.scale))
             if c is None or not _extend(chain, name, lhs, c):

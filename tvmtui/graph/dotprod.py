@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tvmtui.graph.fold import constant_value
+
 RULE_DOT = "tvmtui.dot_conv2d_NCHWc"  # the schedule rule of a dot-product conv block
 INTRIN_KEY = "tvmtui.dot_intrin"  # the block annotation naming the intrinsic to use
 DOT_VNNI = "tvmtui_dot_16x4_u8i8i32_vnni"  # the tensor intrinsics it tensorizes with
@@ -111,13 +113,9 @@ def applies(call, target, pad_channels: bool = False) -> bool:
         return False
     if any(int(p) for p in a.padding) or any(int(d) != 1 for d in a.dilation):
         return False
-    return _constant(kernel) is not None
+    return constant_value(kernel) is not None
 
 
-def _constant(expr) -> np.ndarray | None:
-    import tvm
-
-    return expr.value.numpy() if isinstance(expr, tvm.ir.expr.GenericConst) else None
 
 
 def legalize(bb, call, target):
@@ -127,7 +125,7 @@ def legalize(bb, call, target):
     dot = DOTS[instruction(target) or ""]
     a = call.attrs
     data = call.args[0]
-    weight = _constant(call.args[1]).astype(np.int8)  # (O/L, I/b, KH, KW, b, L), L lanes
+    weight = constant_value(call.args[1]).astype(np.int8)  # (O/L, I/b, KH, KW, b, L), L lanes
     flip = dot.unsigned_input and str(data.ty.dtype) == "int8"  # read as x + 128
     if weight.shape[4] % REDUCE:  # a few channels, padded to a multiple of 4 (one block)
         weight = _padded_weight(weight)

@@ -12,6 +12,13 @@ _UNARY = {"relax.sqrt": "sqrt", "relax.negative": "negative", "relax.exp": "exp"
 _SAME_ELEMENTS = ("relax.reshape", "relax.expand_dims", "relax.squeeze", "relax.flatten")
 
 
+def constant_value(expr):
+    """The numpy value of a Relax constant, else None."""
+    import tvm
+
+    return expr.value.numpy() if isinstance(expr, tvm.ir.expr.GenericConst) else None
+
+
 def _as_transpose(index_map, in_shape) -> tuple[list[int], list[int]] | None:
     """A blocking index map (each output index an input index `x`, `x // c` or `x % c`)
     as a reshape that splits the blocked dims then a transpose: (split shape, axes)."""
@@ -91,7 +98,6 @@ def fold_with_numpy(mod):
     where, transposes, reshapes; layout transforms through their index map), in the
     result's dtype; others are left as they are."""
     import numpy as np
-    import tvm
     from tvm import relax
 
     @relax.expr_functor.mutator
@@ -100,7 +106,7 @@ def fold_with_numpy(mod):
             if isinstance(expr, relax.Var):
                 bound = self.lookup_binding(expr)
                 expr = expr if bound is None else bound
-            return expr.value.numpy() if isinstance(expr, tvm.ir.expr.GenericConst) else None
+            return constant_value(expr)
 
         def layout_transform(self, call):
             value = self.constant(call.args[0])

@@ -34,6 +34,7 @@ from tvmtui.graph.fixedpoint import (
     mean_multiplier,
     quantize_multiplier,
 )
+from tvmtui.graph.fold import constant_value
 
 ADD_LEFT_SHIFT = 20  # TFLite's left shift for int8 and uint8 ADD
 INTEGER_ATTR = "tvmtui_integer"  # the IRModule attribute that carries `IntegerPlan.to_text()`
@@ -93,10 +94,6 @@ class _Quant:
         return self.scale.size == 1
 
 
-def _const(expr) -> np.ndarray | None:
-    import tvm
-
-    return expr.value.numpy() if isinstance(expr, tvm.ir.expr.GenericConst) else None
 
 
 def lower_integer(mod, revision: int = 17) -> tuple[Any, IntegerPlan]:
@@ -130,7 +127,7 @@ def lower_integer(mod, revision: int = 17) -> tuple[Any, IntegerPlan]:
             weights in."""
             name, value = self.op_of(expr)
             if name is None:
-                return _const(value)
+                return constant_value(value)
             if name in ("relax.permute_dims", "relax.reshape"):
                 inner = self.constant(value.args[0])
                 if inner is None:
@@ -151,7 +148,7 @@ def lower_integer(mod, revision: int = 17) -> tuple[Any, IntegerPlan]:
                 name, call = self.op_of(call.args[0])
             if name != "relax.dequantize":
                 return None
-            scale, zp = _const(call.args[1]), _const(call.args[2])
+            scale, zp = constant_value(call.args[1]), constant_value(call.args[2])
             if scale is None or zp is None:
                 return None
             data = call.args[0]
@@ -173,7 +170,7 @@ def lower_integer(mod, revision: int = 17) -> tuple[Any, IntegerPlan]:
             call = self.visit_expr_post_order(call)
             if getattr(call.op, "name", None) != "relax.quantize":
                 return call
-            scale, zp = _const(call.args[1]), _const(call.args[2])
+            scale, zp = constant_value(call.args[1]), constant_value(call.args[2])
             if scale is None or zp is None or scale.size != 1 or zp.size != 1:
                 return call
             out = (float(np.float32(scale.reshape(()))), int(zp.reshape(())),

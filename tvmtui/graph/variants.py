@@ -152,11 +152,13 @@ def _conv_info(call) -> tuple[list[int], list[int]] | None:
     return data, weight
 
 
-def _integer_nhwc_info(call) -> tuple[list[int], list[int]] | None:
-    """`_conv_info`'s shapes (NCHW, OIHW) of an integer NHWC conv2d (a quantized TFLite
-    layer, from revision 14: blocked like ONNX convolutions; float TFLite layers are not)."""
+def _nhwc_info(call, floats: bool) -> tuple[list[int], list[int]] | None:
+    """`_conv_info`'s shapes (NCHW, OIHW) of an NHWC conv2d (a TFLite layer): an integer one
+    from revision 14, blocked like ONNX convolutions, a float one from revision 19
+    (`floats`): before, a float TFLite model's blocked variant applied to no layer."""
     a = call.attrs
-    if a.data_layout != "NHWC" or str(call.args[0].ty.dtype) not in ("int8", "uint8") or \
+    dtypes = ("int8", "uint8", "float32") if floats else ("int8", "uint8")
+    if a.data_layout != "NHWC" or str(call.args[0].ty.dtype) not in dtypes or \
             a.kernel_layout not in ("HWIO", "HWOI"):
         return None
     data, weight = _shape(call.args[0]), _shape(call.args[1])
@@ -179,7 +181,7 @@ def _blocked_layouts(block: int, plan: Plan, revision: int):
             return {}
         info = _conv_info(call)
         if info is None and revision >= 14:
-            info = _integer_nhwc_info(call)
+            info = _nhwc_info(call, floats=revision >= 19)
         if info is None:
             return {"relax.nn.conv2d": ["NCHW", "OIHW"]}
         (_, cin, _, _), (cout, per_group, _, _) = info
@@ -319,9 +321,10 @@ def _blocked(mod, block: int, plan: Plan, revision: int):
     from tvmtui.graph.fold import fold_with_numpy
 
     if revision >= 19:
+        from tvmtui.graph.ranks import full_rank_constants
         from tvmtui.graph.slices import split_as_slices
 
-        mod = split_as_slices(mod)
+        mod = full_rank_constants(split_as_slices(mod))
     mod = relax.transform.ConvertLayout({}, _blocked_layouts(block, plan, revision))(mod)
     if revision >= 18:
         mod = pads_in_block(mod)

@@ -1,7 +1,7 @@
-"""Channel splits, slices and concats in the blocked variants (rewrite revision 19): a
-YOLOv8-style C2f block (split, convolutions on one half, concat of every part) gets its
-blocked and Winograd variants, each matching ONNX Runtime, with no layout transform left
-between its layers."""
+"""Rewrite revision 19 in the blocked variants: a YOLOv8-style C2f block (channel split,
+convolutions on one half, concat of every part) gets its blocked and Winograd variants;
+a float TFLite model (NHWC, 1-D biases) gets its blocked variant at all. Each matches its
+runtime, with no layout transform left between its layers."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from onnx import TensorProto, helper, numpy_helper
 from tests.test_variants import _run_variant, _target
 from tvmtui.graph import variants as gv
 from tvmtui.graph.relax_import import load_relax
+from tvmtui.workloads import nets
+from tvmtui.workloads.litert import make_interpreter
+from tvmtui.workloads.tflite_writer import TfliteNet
 
 
 def c2f_net(shape, misaligned: bool = False, seed: int = 0) -> bytes:
@@ -78,7 +81,59 @@ def test_the_blocked_c2f_block_keeps_its_channels_blocked():
         with pytest.raises(Exception, match="channel size"):
             gv._blocked(base, 16, gv.Plan("nchwc", ""), 18)
         mod = gv._blocked(base, 16, gv.Plan("nchwc", ""), 19)
-    names = [getattr(b.value.op, "name", "") for b in mod["main"].body.blocks[0].bindings
-             if isinstance(b.value, relax.Call)]
+    names = _ops(mod)
     assert names.count("relax.layout_transform") == 2, names
     assert "relax.split" not in names and names.count("relax.strided_slice") == 3, names
+
+
+def _ops(mod) -> list[str]:
+    from tvm import relax
+
+    return [getattr(b.value.op, "name", "") for b in mod["main"].body.blocks[0].bindings
+            if isinstance(b.value, relax.Call)]
+
+
+def mobile_block_tflite(shape=(1, 3, 19, 21)) -> bytes:
+    """A float MobileNetV2-style TFLite model: a strided RGB conv, an expanding 1x1, a
+    depthwise 3x3, a projecting 1x1 with a residual add, each with its 1-D bias."""
+    rng = np.random.default_rng(3)
+    net = TfliteNet("block", list(shape))
+
+    def conv(x, cin, cout, k, stride=1, groups=1, act="relu6"):
+        w = nets._he(rng, (cout, cin // groups, k, k), (cin // groups) * k * k)
+        y = net.conv(x, w, (0.1 * rng.standard_normal(cout)).astype(np.float32), stride,
+                     (k - 1) // 2, groups=groups)
+        return getattr(net, act)(y) if act else y
+
+    x = conv("input", shape[1], 16, 3, stride=2)
+    y = conv(conv(x, 16, 32, 1), 32, 32, 3, groups=32)
+    return net.finish(net.add(conv(y, 32, 16, 1, act=None), x))
+
+
+def test_a_float_tflite_model_is_blocked_and_matches_litert():
+    import tvm
+    from tvm import relax
+
+    _, target = _target()
+    model = mobile_block_tflite()
+    it = make_interpreter(model, 1)
+    it.allocate_tensors()
+    inp = it.get_input_details()[0]
+    shapes = {inp["name"]: [int(d) for d in inp["shape"]]}
+    x = np.random.default_rng(1).standard_normal(inp["shape"]).astype(np.float32)
+    it.set_tensor(inp["index"], x)
+    it.invoke()
+    want = it.get_tensor(it.get_output_details()[0]["index"])
+    base = load_relax("tflite", model, shapes)
+    with target:
+        assert gv.prepare(base, target, "nchwc", revision=18)[1].rewritten == 0
+    mod, plan = gv.prepare(base, target, "nchwc")
+    assert plan.rewritten == 4, plan
+    got = relax.VirtualMachine(relax.build(mod, target=target), tvm.cpu())["main"](
+        tvm.runtime.tensor(x))
+    got = got.numpy() if hasattr(got, "numpy") else got[0].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    with target:
+        blocked = gv._blocked(base, 16, gv.Plan("nchwc", ""), 19)
+    # In and out of the blocked layout once; the RGB layer's input block is its own.
+    assert _ops(blocked).count("relax.layout_transform") <= 3, _ops(blocked)
