@@ -4,6 +4,8 @@ divide."""
 
 from __future__ import annotations
 
+from tvmtui.graph.passes import each_function
+
 
 def vector_block(target) -> int:
     """float32 lanes of the target's widest vector unit (the channel block of `nchwc`)."""
@@ -55,10 +57,7 @@ def pads_in_block(mod):
             call = super().visit_call_(call)
             return _sunk(call, self.lookup_binding, self.builder_.emit)
 
-    for gvar, func in list(mod.functions.items()):
-        if isinstance(func, relax.Function):
-            mod[gvar] = relax.analysis.remove_all_unused(Rewrite(mod).visit_expr(func))
-    return mod
+    return each_function(mod, lambda m, func: Rewrite(m).visit_expr(func))
 
 
 def _sunk(call, lookup, emit):

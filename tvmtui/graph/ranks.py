@@ -10,6 +10,7 @@ The same constant reshaped to (1, 1, 1, C) is blocked with the tensor, and folde
 from __future__ import annotations
 
 from tvmtui.graph.fold import constant_value
+from tvmtui.graph.passes import each_function
 
 ELEMENTWISE = ("relax.add", "relax.subtract", "relax.multiply", "relax.divide",
                "relax.maximum", "relax.minimum")
@@ -32,10 +33,7 @@ def full_rank_constants(mod):
                 return call
             return relax.Call(call.op, args, call.attrs)
 
-    for gvar, func in list(mod.functions.items()):
-        if isinstance(func, relax.Function):
-            mod[gvar] = Rewrite(mod).visit_expr(func)
-    return mod
+    return each_function(mod, lambda m, func: Rewrite(m).visit_expr(func), prune=False)
 
 
 def _widened(const, other):

@@ -15,6 +15,7 @@ the transforms that then undo each other go."""
 from __future__ import annotations
 
 from tvmtui.graph.blocking import corners, mapped
+from tvmtui.graph.passes import each_function
 
 
 def split_as_slices(mod):
@@ -36,10 +37,7 @@ def split_as_slices(mod):
             begin, end = bounds[op.index]
             return relax.op.strided_slice(split.args[0], axes=[1], begin=[begin], end=[end])
 
-    for gvar, func in list(mod.functions.items()):
-        if isinstance(func, relax.Function):
-            mod[gvar] = relax.analysis.remove_all_unused(Rewrite(mod).visit_expr(func))
-    return mod
+    return each_function(mod, lambda m, func: Rewrite(m).visit_expr(func))
 
 
 def _channel_parts(call) -> list[tuple[int, int]] | None:
@@ -80,10 +78,7 @@ def channels_in_block(mod):
             call = super().visit_call_(call)
             return _in_block(call, self.lookup_binding, self.builder_.emit)
 
-    for gvar, func in list(mod.functions.items()):
-        if isinstance(func, relax.Function):
-            mod[gvar] = relax.analysis.remove_all_unused(Rewrite(mod).visit_expr(func))
-    return mod
+    return each_function(mod, lambda m, func: Rewrite(m).visit_expr(func))
 
 
 def _in_block(call, lookup, emit):

@@ -83,7 +83,9 @@ DEFAULT = "nchw"
 # input's zero point, had unblocked and reblocked its input, and ResNet-18 int8's max pool
 # ran in NHWC. 19: a channel split is written as slices before the blocked rewrites
 # (`slices.py`): TVM's ConvertLayout kept its split points in NCHW[b]c, and NudeNet's
-# (YOLOv8) graph lost its blocked and Winograd variants.
+# (YOLOv8) graph lost its blocked and Winograd variants; float TFLite convolutions are
+# blocked too, their 1-D biases first written at rank 4 (`ranks.py`); a clip written as
+# max(stack(x, c)) is maximum(x, c), in every variant (`simplify.py`).
 REWRITE_REVISION = 19
 
 
@@ -354,6 +356,10 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
         from tvmtui.graph.affine import fold_channel_affine
 
         mod = fold_channel_affine(mod)
+    if revision >= 19:
+        from tvmtui.graph.simplify import simplified
+
+        mod = simplified(mod)
     if variant == "nchwc":
         mod = _blocked(mod, block, plan, revision)
         legalize_map["relax.nn.conv2d"] = functools.partial(_legalize_blocked, plan=plan,

@@ -1,0 +1,79 @@
+"""What converters write as several operators, written as the one it computes (rewrite
+revision 19, every variant).
+
+openWakeWord's embedding model (a Keras model through tf2onnx) clips each activation as
+`max(stack((x, c), axis=0), axis=0)` after a `broadcast_to` of x to its own shape: a
+tensor twice the activation's size written and reduced per layer, and a 5-D stack that
+TVM's ConvertLayout cannot infer a layout for, so the graph lost its blocked variants.
+Here that is `maximum(x, c)` (`c` a scalar when all its values are equal), and a
+`broadcast_to` a tensor's own shape is the tensor."""
+
+from __future__ import annotations
+
+from tvmtui.graph.fold import constant_value
+from tvmtui.graph.passes import each_function
+
+_PAIRWISE = {"relax.max": "maximum", "relax.min": "minimum", "relax.sum": "add"}
+
+
+def simplified(mod):
+    """`mod` with the patterns above rewritten."""
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class Rewrite(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            name = getattr(call.op, "name", "")
+            new = None
+            if name == "relax.broadcast_to":
+                new = _same_shape(call)
+            elif name in _PAIRWISE:
+                new = _pairwise(call, self.lookup_binding)
+            return call if new is None else new
+
+    return each_function(mod, lambda m, func: Rewrite(m).visit_expr(func))
+
+
+def _same_shape(call):
+    """x, for `broadcast_to(x, s)` where s is x's static shape; else None."""
+    source = call.args[0]
+    try:
+        have = [int(d) for d in source.ty.shape]
+        want = [int(d) for d in call.ty.shape]
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return source if have == want else None
+
+
+def _pairwise(call, lookup):
+    """`max(stack(xs, axis=k), axis=[k])` (or min, sum) as maximum(x0, x1, ...); else None."""
+    from tvm import relax
+
+    axes = call.attrs.axis
+    if axes is None or len(axes) != 1 or bool(call.attrs.keepdims) or \
+            not isinstance(call.args[0], relax.Var):
+        return None
+    stack = lookup(call.args[0])
+    if not (isinstance(stack, relax.Call) and getattr(stack.op, "name", "") == "relax.stack"
+            and isinstance(stack.args[0], relax.Tuple)):
+        return None
+    rank = len(stack.ty.shape)
+    if int(stack.attrs.axis) % rank != int(axes[0]) % rank:
+        return None
+    op = getattr(relax.op, _PAIRWISE[call.op.name])
+    parts = [_scalar_if_uniform(x) for x in stack.args[0].fields]
+    out = parts[0]
+    for part in parts[1:]:
+        out = op(out, part)
+    return out
+
+
+def _scalar_if_uniform(expr):
+    """A 0-d constant for a constant whose values are all equal; else `expr`."""
+    from tvm import relax
+
+    value = constant_value(expr)
+    if value is None or value.size == 0 or not (value == value.flat[0]).all():
+        return expr
+    return relax.const(value.flat[0], str(value.dtype))
