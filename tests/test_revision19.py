@@ -72,7 +72,6 @@ def test_the_blocked_c2f_block_keeps_its_channels_blocked():
     """Revision 18 loses the variant (TVM's ConvertLayout keeps a split's points in
     NCHW16c); revision 19 slices and concatenates the blocked tensors: the graph's input
     and output are its only layout transforms."""
-    from tvm import relax
 
     _, target = _target()
     model = c2f_net(SHAPE)
@@ -94,8 +93,8 @@ def _ops(mod) -> list[str]:
 
 
 def mobile_block_tflite(shape=(1, 3, 19, 21)) -> bytes:
-    """A float MobileNetV2-style TFLite model: a strided RGB conv, an expanding 1x1, a
-    depthwise 3x3, a projecting 1x1 with a residual add, each with its 1-D bias."""
+    """A float MobileNetV2-style TFLite model: a strided RGB conv, a 3x3 conv, an expanding
+    1x1, a depthwise 3x3, a projecting 1x1 with a residual add, each with its 1-D bias."""
     rng = np.random.default_rng(3)
     net = TfliteNet("block", list(shape))
 
@@ -105,12 +104,13 @@ def mobile_block_tflite(shape=(1, 3, 19, 21)) -> bytes:
                      (k - 1) // 2, groups=groups)
         return getattr(net, act)(y) if act else y
 
-    x = conv("input", shape[1], 16, 3, stride=2)
+    x = conv(conv("input", shape[1], 16, 3, stride=2), 16, 16, 3)
     y = conv(conv(x, 16, 32, 1), 32, 32, 3, groups=32)
     return net.finish(net.add(conv(y, 32, 16, 1, act=None), x))
 
 
-def test_a_float_tflite_model_is_blocked_and_matches_litert():
+@pytest.mark.parametrize("variant", gv.VARIANTS)
+def test_a_float_tflite_model_is_blocked_and_matches_litert(variant):
     import tvm
     from tvm import relax
 
@@ -125,15 +125,18 @@ def test_a_float_tflite_model_is_blocked_and_matches_litert():
     it.invoke()
     want = it.get_tensor(it.get_output_details()[0]["index"])
     base = load_relax("tflite", model, shapes)
-    with target:
-        assert gv.prepare(base, target, "nchwc", revision=18)[1].rewritten == 0
-    mod, plan = gv.prepare(base, target, "nchwc")
-    assert plan.rewritten == 4, plan
+    mod, plan = gv.prepare(base, target, variant)
     got = relax.VirtualMachine(relax.build(mod, target=target), tvm.cpu())["main"](
         tvm.runtime.tensor(x))
     got = got.numpy() if hasattr(got, "numpy") else got[0].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    if variant == "winograd":
+        assert plan.rewritten == 1, plan  # the 3x3 16 -> 16 layer
+    if variant != "nchwc":
+        return
+    assert plan.rewritten == 5, plan
     with target:
+        assert gv.prepare(base, target, variant, revision=18)[1].rewritten == 0
         blocked = gv._blocked(base, 16, gv.Plan("nchwc", ""), 19)
     # In and out of the blocked layout once; the RGB layer's input block is its own.
     assert _ops(blocked).count("relax.layout_transform") <= 3, _ops(blocked)

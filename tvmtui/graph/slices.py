@@ -82,6 +82,7 @@ def channels_in_block(mod):
 
 
 def _in_block(call, lookup, emit):
+    """`call` done on blocked tensors (see `channels_in_block`), or `call` as it was."""
     from tvm import relax
 
     name = getattr(call.op, "name", "")
@@ -112,8 +113,8 @@ def _in_block(call, lookup, emit):
         return call
     axes, begin, end, *strides = (_ints(a) for a in call.args[1:])
     channels = int(source.ty.shape[1]) * block
-    if axes not in ([1], [-3]) or any(s != [1] for s in strides) or begin[0] % block or \
-            min(end[0], channels) % block:
+    if axes not in ([1], [-3]) or begin is None or end is None or \
+            any(s != [1] for s in strides) or begin[0] % block or min(end[0], channels) % block:
         return call
     sliced = emit(relax.op.strided_slice(source, axes=[1], begin=[begin[0] // block],
                                          end=[min(end[0], channels) // block]))
