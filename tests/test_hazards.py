@@ -140,3 +140,56 @@ def test_records_made_with_the_wrong_packing_are_left_out_of_every_read(tmp_path
     assert records.read_bytes().splitlines() == lines[1:]
     aside = records.with_name(records.name + ".wrong").read_bytes().splitlines()
     assert aside == [lines[0]] and json.loads(aside[0])[1][1] == [1e-6]
+
+
+def _transpose_conv_onnx(path) -> None:
+    """Conv 3 -> 24, ReLU, then a ConvTranspose 24 -> 1 (2x2, stride 2) and a Sigmoid: the
+    end of PP-OCR's detector, small."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array((0.3 * rng.standard_normal((24, 3, 3, 3))).astype(
+                 np.float32), "w0"),
+             numpy_helper.from_array((0.3 * rng.standard_normal((24, 1, 2, 2))).astype(
+                 np.float32), "w1"),
+             numpy_helper.from_array(np.float32([0.1]), "b1")]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["input", "w0"], ["c"], kernel_shape=[3, 3],
+                          pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["r"]),
+         helper.make_node("ConvTranspose", ["r", "w1", "b1"], ["t"], kernel_shape=[2, 2],
+                          strides=[2, 2]),
+         helper.make_node("Sigmoid", ["t"], ["output"])],
+        "head", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 1, 32, 32])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+
+
+def test_a_conv_transpose_task_tunes_without_rewrite_layout_and_passes_parity(cli, tmp_path):
+    path = tmp_path / "head.onnx"
+    _transpose_conv_onnx(path)
+    tune = cli.run("tune", str(path), "--trials", "12", "--variants", "nchw", "--session",
+                   "head", "--json")
+    assert tune.returncode == 0, tune.stderr[-600:]
+    shown = json.loads(cli.run("sessions", "show", "head", "--json").stdout)
+    task = next(t for t in shown["tasks"] if "conv2d_transpose" in t["name"])
+    assert task["without"] == "postproc:RewriteLayout" and task["trials"] > 0, task
+    events = [json.loads(line) for line in tune.stdout.splitlines() if line.startswith("{")]
+    assert any("tuned without RewriteLayout" in e.get("message", "") for e in events)
+    from tvmtui.kernels.hazards import rewrites_layout
+    from tvmtui.sessions import msdb
+
+    session = cli.session("head")
+    workloads, records = (session.file("database_workload.json"),
+                          session.file("database_tuning_record.json"))
+    lines = records.read_bytes().splitlines()
+    assert any(rewrites_layout(json.loads(line)[1]) for line in lines)  # the Conv's weight
+    assert not msdb.wrong_lines(workloads, records)  # but none of the ConvTranspose's
+    bench = cli.run("bench", "head", "--json", "--frames", "4", "--repeats", "2",
+                    "--baselines", "onnxruntime")
+    assert bench.returncode == 0, bench.stderr[-600:]
+    row = next(b for b in json.loads(bench.stdout)["baselines"] if b["name"] == "onnxruntime")
+    assert row["parity"]["passed"], row["parity"]

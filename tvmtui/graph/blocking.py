@@ -4,7 +4,7 @@ divide."""
 
 from __future__ import annotations
 
-from tvmtui.graph.passes import each_function
+from tvmtui.graph.passes import each_call
 
 
 def vector_block(target) -> int:
@@ -49,15 +49,7 @@ def pads_in_block(mod):
     before them (`integer.py`): MobileNet int8's 13 depthwise layers each unblocked,
     padded and reblocked their input, and ResNet-18 int8's max pool ran in NHWC between
     two such transforms (0.095 ms, 3% of the network)."""
-    from tvm import relax
-
-    @relax.expr_functor.mutator
-    class Rewrite(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            return _sunk(call, self.lookup_binding, self.builder_.emit)
-
-    return each_function(mod, lambda m, func: Rewrite(m).visit_expr(func))
+    return each_call(mod, _sunk)
 
 
 def _sunk(call, lookup, emit):
@@ -69,7 +61,7 @@ def _sunk(call, lookup, emit):
             not call.args or not isinstance(call.args[0], relax.Var):
         return call
     unblock = lookup(call.args[0])
-    source = _unblocked(unblock)
+    source = unblocked(unblock)
     if source is None:
         return call
     shape = [int(d) for d in source.ty.shape]
@@ -97,8 +89,9 @@ def _sunk(call, lookup, emit):
     return relax.Call(unblock.op, [emit(inner)], unblock.attrs)
 
 
-def _unblocked(expr):
-    """x, where `expr` is a layout transform of an NCHW[b]c tensor x to NHWC; else None."""
+def unblocked(expr, layout: str = "NHWC"):
+    """x, where `expr` is a layout transform of an NCHW[b]c tensor x to `layout` (NHWC or
+    NCHW); else None."""
     from tvm import relax
 
     if not (isinstance(expr, relax.Call) and getattr(expr.op, "name", "") ==
@@ -109,9 +102,11 @@ def _unblocked(expr):
         return None
     shape = [int(d) for d in source.ty.shape]
     block = shape[4]
-    if any(mapped(expr, point) != [point[0], point[2], point[3], point[1] * block + point[4]]
-           for point in corners(shape)):
-        return None
+    for n, c, y, x, cb in corners(shape):
+        channel = c * block + cb
+        if mapped(expr, (n, c, y, x, cb)) != ([n, y, x, channel] if layout == "NHWC" else
+                                              [n, channel, y, x]):
+            return None
     return source
 
 

@@ -16,3 +16,18 @@ def each_function(mod, rewrite, prune: bool = True):
             new = rewrite(mod, func)
             out[gvar] = relax.analysis.remove_all_unused(new) if prune else new
     return out
+
+
+def each_call(mod, rewrite, prune: bool = True):
+    """`each_function` with every call, its arguments rewritten first, replaced by
+    `rewrite(call, lookup, emit)`: `lookup` gives a variable's bound value, `emit` binds a
+    new expression to a fresh variable."""
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class Rewrite(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            return rewrite(call, self.lookup_binding, self.builder_.emit)
+
+    return each_function(mod, lambda m, func: Rewrite(m).visit_expr(func), prune)

@@ -10,7 +10,7 @@ The same constant reshaped to (1, 1, 1, C) is blocked with the tensor, and folde
 from __future__ import annotations
 
 from tvmtui.graph.fold import constant_value
-from tvmtui.graph.passes import each_function
+from tvmtui.graph.passes import each_call
 
 ELEMENTWISE = ("relax.add", "relax.subtract", "relax.multiply", "relax.divide",
                "relax.maximum", "relax.minimum")
@@ -20,20 +20,19 @@ def full_rank_constants(mod):
     """`mod` with each constant operand of an elementwise operator on a 4-D tensor, of rank
     1 to 3 and more than one element, reshaped to rank 4 (NumPy broadcasting: leading
     ones)."""
+    return each_call(mod, _full_rank, prune=False)
+
+
+def _full_rank(call, lookup, emit):
     from tvm import relax
 
-    @relax.expr_functor.mutator
-    class Rewrite(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            if getattr(call.op, "name", "") not in ELEMENTWISE or len(call.args) != 2:
-                return call
-            args = [_widened(a, b) or a for a, b in (call.args, call.args[::-1])]
-            if all(new.same_as(old) for new, old in zip(args, call.args)):
-                return call
-            return relax.Call(call.op, args, call.attrs)
-
-    return each_function(mod, lambda m, func: Rewrite(m).visit_expr(func), prune=False)
+    if getattr(call.op, "name", "") not in ELEMENTWISE or len(call.args) != 2:
+        return call
+    widened = [_widened(a, b) for a, b in zip(call.args, call.args[::-1])]
+    if all(w is None for w in widened):
+        return call
+    return relax.Call(call.op, [a if w is None else w for a, w in zip(call.args, widened)],
+                      call.attrs)
 
 
 def _widened(const, other):

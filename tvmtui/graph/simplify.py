@@ -11,28 +11,24 @@ Here that is `maximum(x, c)` (`c` a scalar when all its values are equal), and a
 from __future__ import annotations
 
 from tvmtui.graph.fold import constant_value
-from tvmtui.graph.passes import each_function
+from tvmtui.graph.passes import each_call
 
 _PAIRWISE = {"relax.max": "maximum", "relax.min": "minimum", "relax.sum": "add"}
 
 
 def simplified(mod):
     """`mod` with the patterns above rewritten."""
-    from tvm import relax
+    return each_call(mod, _simpler)
 
-    @relax.expr_functor.mutator
-    class Rewrite(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            name = getattr(call.op, "name", "")
-            new = None
-            if name == "relax.broadcast_to":
-                new = _same_shape(call)
-            elif name in _PAIRWISE:
-                new = _pairwise(call, self.lookup_binding)
-            return call if new is None else new
 
-    return each_function(mod, lambda m, func: Rewrite(m).visit_expr(func))
+def _simpler(call, lookup, emit):
+    name = getattr(call.op, "name", "")
+    new = None
+    if name == "relax.broadcast_to":
+        new = _same_shape(call)
+    elif name in _PAIRWISE:
+        new = _pairwise(call, lookup)
+    return call if new is None else new
 
 
 def _same_shape(call):

@@ -14,8 +14,8 @@ the transforms that then undo each other go."""
 
 from __future__ import annotations
 
-from tvmtui.graph.blocking import corners, mapped
-from tvmtui.graph.passes import each_function
+from tvmtui.graph.blocking import corners, mapped, unblocked
+from tvmtui.graph.passes import each_call, each_function
 
 
 def split_as_slices(mod):
@@ -70,15 +70,7 @@ def channels_in_block(mod):
     """`mod` with slices and concats along the channels of NCHW unblockings of NCHW[b]c
     tensors, on whole blocks, done on the blocked tensors (the unblocking moved after
     them), and a reblocking of an unblocking to the same block dropped."""
-    from tvm import relax
-
-    @relax.expr_functor.mutator
-    class Rewrite(relax.PyExprMutator):
-        def visit_call_(self, call):
-            call = super().visit_call_(call)
-            return _in_block(call, self.lookup_binding, self.builder_.emit)
-
-    return each_function(mod, lambda m, func: Rewrite(m).visit_expr(func))
+    return each_call(mod, _in_block)
 
 
 def _in_block(call, lookup, emit):
@@ -88,7 +80,7 @@ def _in_block(call, lookup, emit):
     name = getattr(call.op, "name", "")
     if name == "relax.concat" and int(call.attrs.axis) in (1, -3) and \
             isinstance(call.args[0], relax.Tuple):
-        parts = [_blocked_source(lookup(v)) if isinstance(v, relax.Var) else None
+        parts = [unblocked(lookup(v), "NCHW") if isinstance(v, relax.Var) else None
                  for v in call.args[0].fields]
         if not parts or any(p is None for p in parts) or \
                 len({int(p.ty.shape[4]) for p in parts}) != 1:
@@ -98,7 +90,7 @@ def _in_block(call, lookup, emit):
     if not call.args or not isinstance(call.args[0], relax.Var):
         return call
     unblock = lookup(call.args[0])
-    source = _blocked_source(unblock)
+    source = unblocked(unblock, "NCHW")
     if source is None:
         return call
     block = int(source.ty.shape[4])
@@ -129,26 +121,8 @@ def _ints(expr) -> list[int] | None:
         return None
 
 
-def _blocked_source(expr):
-    """x, where `expr` is a layout transform of an NCHW[b]c tensor x to NCHW; else None."""
-    from tvm import relax
-
-    if not (isinstance(expr, relax.Call) and getattr(expr.op, "name", "") ==
-            "relax.layout_transform") or expr.attrs.pad_value is not None:
-        return None
-    source = expr.args[0]
-    if source.ty.shape is None or len(source.ty.shape) != 5:
-        return None
-    shape = [int(d) for d in source.ty.shape]
-    block = shape[4]
-    if any(mapped(expr, point) != [point[0], point[1] * block + point[4], point[2], point[3]]
-           for point in corners(shape)):
-        return None
-    return source
-
-
 def _unblock_like(unblock, blocked):
-    """An NCHW unblocking of `blocked`, made as `unblock` (one found by `_blocked_source`)."""
+    """An NCHW unblocking of `blocked`, made as `unblock` (one `blocking.unblocked` found)."""
     from tvm import relax
 
     return relax.Call(unblock.op, [blocked], unblock.attrs)
