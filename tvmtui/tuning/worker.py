@@ -137,30 +137,6 @@ class Tuner(SearchLoop, BatchRecording, WarmStart, Confirm):
                 if event.get("shash") and event.get("error_kind") not in ev.NOT_RUN:
                     self.memory.known.add(event["shash"])
 
-    def _avoid_layout_rewrite_hazards(self) -> None:
-        """Tasks that RewriteLayout would compute wrong (see `kernels/hazards.py`) are tuned
-        without it; said once, as a design-space verdict, so a resume keeps it."""
-        from tvmtui.kernels.hazards import layout_rewrite_hazard
-        from tvmtui.tuning.spaces import Verdict
-
-        for i, task in enumerate(self.tasks):
-            if task.without is not None or task.failed:
-                continue
-            why = layout_rewrite_hazard(self.extracted[i].dispatched[0])
-            if why is None:
-                continue
-            verdict = Verdict(without="postproc:RewriteLayout")
-            task.without = verdict.without
-            # Its bests so far were measured with it (sessions from before this check).
-            event = dict(verdict.to_json(), task=i, why=why, task_name=task.info.name,
-                         reset_best=task.best_s is not None)
-            self.session.append(ev.TASK_SPACE, event)
-            self.tally.space(event)
-            self.emit_notice(f"task {i} ({task.info.name}): tuned without RewriteLayout, "
-                             f"which would compute it wrong ({why})"
-                             + ("; its earlier bests no longer count" if event["reset_best"]
-                                else ""))
-
     def make_parts(self):
         from tvmtui.tuning.cost_model import TrackedXGBModel
 
