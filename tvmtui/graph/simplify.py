@@ -13,7 +13,7 @@ from __future__ import annotations
 from tvmtui.graph.fold import constant_value
 from tvmtui.graph.passes import each_call
 
-_PAIRWISE = {"relax.max": "maximum", "relax.min": "minimum", "relax.sum": "add"}
+_PAIRWISE = {"relax.max": "maximum", "relax.min": "minimum"}
 
 
 def simplified(mod):
@@ -43,7 +43,7 @@ def _same_shape(call):
 
 
 def _pairwise(call, lookup):
-    """`max(stack(xs, axis=k), axis=[k])` (or min, sum) as maximum(x0, x1, ...); else None."""
+    """`max(stack(xs, axis=k), axis=[k])` (or min) as maximum(x0, x1, ...); else None."""
     from tvm import relax
 
     axes = call.attrs.axis
