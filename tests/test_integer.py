@@ -395,10 +395,19 @@ def test_a_chip_without_vnni_gets_plain_integer_code():
     assert plan.dot == 0 and plan.rewritten == 3 and plan.instruction is None
 
 
-DOT_TASKS = {  # model, its input shape (NHWC), its dot-product tasks
-    "4 channels": (_few_channels(4), [1, 15, 13, 4], 3),
-    "3 channels": (_few_channels(3), [1, 15, 13, 3], 3),
-    "flattened": (_fc_net, [1, 9, 7, 4], 2),  # the conv's epilogue flattens its output
+def _flat_net(net, rng):
+    """A conv of 32 channels flattened into a fully connected layer of 16 (both on the
+    dot-product instruction), as DQN's last conv is: the flatten joins the conv's
+    epilogue."""
+    x = net.flatten(nets._conv_bn_relu(net, "input", rng, 4, 32, 3, 2, 0))
+    return net.dense(x, nets._he(rng, (16, 384), 384), np.zeros(16, np.float32))
+
+
+DOT_TASKS = {  # model, its input shape (NHWC), its dot-product tasks, those that flatten
+    "4 channels": (_few_channels(4), [1, 15, 13, 4], 3, 0),
+    "3 channels": (_few_channels(3), [1, 15, 13, 3], 3, 0),
+    "fully connected": (_fc_net, [1, 9, 7, 4], 2, 0),
+    "flattened": (_flat_net, [1, 9, 7, 4], 2, 1),  # the conv's epilogue flattens its output
 }
 
 
@@ -406,8 +415,9 @@ DOT_TASKS = {  # model, its input shape (NHWC), its dot-product tasks
 @pytest.mark.parametrize("case", DOT_TASKS)
 def test_every_design_of_a_dot_product_task_computes_its_kernel(case):
     """Every register tile computes the kernel exactly, and runs its epilogue (the
-    requantization, a graph of a few dozen operations) on all cores: in the tile where
-    the output is elementwise, else in a parallel loop of its own."""
+    requantization, a graph of a few dozen operations) on all cores: in the tile, under
+    the kernel's own parallel loop, where the output is elementwise, else in a parallel
+    loop of its own."""
     tvm, target = _target()
     from tvm import s_tir
     from tvm.s_tir import meta_schedule as ms
@@ -418,7 +428,7 @@ def test_every_design_of_a_dot_product_task_computes_its_kernel(case):
     from tvmtui.graph.dotprod import task_instruction
     from tvmtui.kernels import rules
 
-    layers, shape, count = DOT_TASKS[case]
+    layers, shape, count, flattening = DOT_TASKS[case]
     n, h, w, c = shape
     model = _int8(layers, (n, c, h, w))
     base = load_relax("tflite", model, {"input": shape})
@@ -427,8 +437,10 @@ def test_every_design_of_a_dot_product_task_computes_its_kernel(case):
              if task_instruction(t.dispatched[0], target)]
     assert len(tasks) == count
     rng = np.random.default_rng(0)
+    left = 0  # tasks whose epilogue runs in a parallel loop of its own
     for task in tasks:
         func = task.dispatched[0]
+        in_tile: set[bool] = set()
         ctx = ms.TuneContext(mod=func, target=target, space_generator="post-order-apply",
                              task_name="dot", rand_state=1)
         designs = ctx.generate_design_space()
@@ -443,8 +455,10 @@ def test_every_design_of_a_dot_product_task_computes_its_kernel(case):
             return out.numpy()
 
         want = run(func)
-        out_w = int(out_shape[3])
-        assert len(designs) == len(rules.dot_tiles(out_shape[1], out_w))
+        plain = s_tir.Schedule(func)
+        _, chunks, _, out_w, _ = (int(v.dom.extent) for v in
+                                  plain.get(plain.get_sblock("dot_conv2d_NCHWc")).iter_vars[:5])
+        assert len(designs) == len(rules.dot_tiles(chunks, out_w))
         postprocs = list(ctx.space_generator.postprocs)
         for design in designs:
             sch = s_tir.Schedule(func, seed=1, debug_mask=0)
@@ -452,9 +466,15 @@ def test_every_design_of_a_dot_product_task_computes_its_kernel(case):
                 .apply_to_schedule(sch, remove_postproc=True)
             assert all(p.apply(sch) for p in postprocs)
             assert "vpdpbusd" in sch.mod.script()
-            last = sch.get_child_blocks(sch.get_sblock("root"))[-1]
-            assert sch.get(sch.get_loops(last)[0]).kind == ForKind.PARALLEL
+            blocks = sch.get_child_blocks(sch.get_sblock("root"))
+            kernel = next(b for b in blocks if sch.get(b).name_hint.startswith("dot_conv2d"))
+            outer = sch.get(sch.get_loops(blocks[-1])[0])
+            assert outer.kind == ForKind.PARALLEL
+            in_tile.add(outer.same_as(sch.get(sch.get_loops(kernel)[0])))
             assert np.array_equal(run(sch.mod), want)
+        assert len(in_tile) == 1  # every design alike
+        left += not in_tile.pop()
+    assert left == flattening
 
 
 def test_dot_tiles_fit_the_registers_and_divide_the_row():

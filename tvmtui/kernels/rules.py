@@ -224,8 +224,8 @@ def _epilogue_at(sch, block, loop):
         return None
     *inner, last = after
 
-    def shape(b):
-        return [int(d) for d in sch.get(b).writes[0].buffer.shape]
+    def shape(b):  # the block's spatial domain: an elementwise block's is its output's
+        return [int(v.dom.extent) for v in sch.get(b).iter_vars if int(v.iter_type) == 0]
 
     try:
         for producer in inner:
