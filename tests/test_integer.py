@@ -178,6 +178,31 @@ def test_pads_and_max_pools_run_on_the_blocked_tensor(case):
     assert ops(18).count("relax.layout_transform") == after
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_blocked_depthwise_layer_pads_its_own_input(stride):
+    """From revision 20 an int8 depthwise layer pads its input with the zero point inside
+    its own kernel: the pad task is gone, and the layer stays exact in both blocked
+    variants (the pad value is the input's zero point, -128 after a ReLU, not zero)."""
+    tvm, target = _target()
+
+    from tvmtui.graph import lowering
+
+    model = _int8(_depthwise_after_pointwise(stride), (1, 5, 9, 11))
+    for variant in ("nchwc", "winograd"):
+        assert _steps(model, variant=variant, frames=6)[0] == 0
+    base = load_relax("tflite", model, {"input": [1, 9, 11, 5]})
+
+    def tasks(revision):
+        mod, _ = gv.prepare(base, target, "nchwc", revision=revision)
+        with target:
+            return [t.task_name for t in lowering.extract_tasks(mod, target, revision)]
+
+    before, after = tasks(19), tasks(20)
+    assert any(name.startswith("pad") for name in before)
+    assert not any("pad" in name for name in after)
+    assert len(after) == len(before) - 1
+
+
 def test_an_operator_it_does_not_lower_stays_float_and_is_named():
     def layers(net, rng):  # a BatchNorm after the pooling: its MUL folds into nothing
         x = net.global_avg_pool(nets._conv_bn_relu(net, "input", rng, 4, 8, 3, 1, 1))

@@ -36,57 +36,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tvmtui.graph.blocking import input_block, pads_in_block, vector_block
+from tvmtui.graph.revisions import REWRITE_REVISION
 
 VARIANTS = ("nchw", "nchwc", "winograd", "subpixel")
 DEFAULT = "nchw"
-# How `prepare` rewrites, as recorded by each new session (`options.rewrite`): a session
-# is always prepared with the revision it was tuned with, or its database keys would not
-# match. 1: `nchwc` blocks a convolution only when both its channel counts divide by the
-# block. 2: a convolution with few input channels (an RGB input) is blocked too, its
-# input by the largest power of two that divides them (NCHW1c for 3 channels); and at
-# import, clips become Relax maximum/minimum (`relax_import`), which a blocked layout
-# passes through (MobileNet's NCHW8c graph kept 54 layout transforms around its ReLU6s);
-# and `subpixel` runs its phase convolution channel-blocked. 3: `subpixel` turns the
-# transposed convolution of a 1x1 input (DCGAN's first layer) into a matrix-vector product.
-# 4: `winograd` blocks the graph as `nchwc` does and runs Winograd in that layout.
-# 5: `subpixel`'s blocked phase convolution computes only the outputs each phase uses.
-# 6: every variant legalizes float32 sigmoid, tanh, exp and erf to TOPI's polynomial forms,
-# which vectorize (`fastmath.py`).
-# 7: a layout transform without padding loops over its output, not its input
-# (`_legalize_layout_transform`). 8: one that moves no element (an RGB input to NCHW1c)
-# is a zero-copy view (MobileNet's took 0.19 ms, 2% of the network, as a tuned copy).
-# 9: per-channel affine operators after a convolution (an imported BatchNormalization)
-# are folded into its weights and one bias add (`affine.py`). 10: every fused kernel's
-# constant operands (weights, biases) are layout-free: a schedule may store them in the
-# order it reads them, packed at compile time (TVM's CPU weight prepack). 11: a layout
-# transform whose output one kernel reads runs inside the convolution or matrix-product
-# kernel next to it (`absorb.py`), not as a kernel of its own. 12: tasks of different
-# variants whose functions are structurally equal are one task, whatever their names
-# (`tasks.extract_variant_tasks`). 13: the blocked Winograd's input transform reads a
-# zero-padded window of the input (`winograd.conv2d_winograd_nchwc`) instead of checking
-# the bounds of each of its terms: TVM's TIR passes spent 0.4 s of every candidate's build
-# on those checks (C12's candidates now compile in 0.3-0.5 s, against 0.6-1.5). 14: quantized
-# TFLite layers compute in integers, requantized in fixed point as TFLite's reference
-# kernels do (`integer.py`), not in float between a dequantize and a quantize (float
-# graphs are unchanged: their keys are revision 13's). 15: a quantized fully connected
-# layer's multiplier comes from its scales in double, as LiteRT computes it (14 took a
-# float32 product of the input and weight scales, and MobileNet's head rounded one logit
-# in 10^5 a step away from LiteRT). 16: an integer convolution of a few input channels not
-# in fours (an RGB input) runs on the dot-product instruction too, its channels padded with
-# zeros to a multiple of 4 (`dotprod`); before, TOPI's int32 code ran it (ResNet-18 int8's
-# 7x7 first layer took a quarter of the network's time). 17: a quantized fully connected
-# layer is written as a 1x1 convolution over a row of its input's rows (`integer.py`), so
-# the blocked variant runs it on the dot-product instruction too (TOPI's int32 dense had run
-# DQN int8's 3136 -> 512 layer, a third of the network). 18: a pad or NHWC max pool of a
-# blocked tensor's unblocking runs on the blocked tensor (TVM infers no layout for pad;
-# `blocking.pads_in_block`): each of MobileNet int8's depthwise layers, padded with its
-# input's zero point, had unblocked and reblocked its input, and ResNet-18 int8's max pool
-# ran in NHWC. 19: a channel split is written as slices before the blocked rewrites
-# (`slices.py`): TVM's ConvertLayout kept its split points in NCHW[b]c, and NudeNet's
-# (YOLOv8) graph lost its blocked and Winograd variants; float TFLite convolutions are
-# blocked too, their 1-D biases first written at rank 4 (`ranks.py`); a clip written as
-# max(stack(x, c)) is maximum(x, c), in every variant (`simplify.py`).
-REWRITE_REVISION = 19
 
 
 def session_revision(meta: dict) -> int:
@@ -206,9 +159,11 @@ def _blocked_layouts(block: int, plan: Plan, revision: int):
     return layout_cb
 
 
-def _legalize_blocked(bb, call, plan: Plan | None = None, revision: int = REWRITE_REVISION):
+def _legalize_blocked(bb, call, plan: Plan | None = None, revision: int = REWRITE_REVISION,
+                      pads: list | None = None):
     """Lower conv2d in a blocked layout with TOPI's conv2d_NCHWc (stock refuses 5-D), or
-    an integer one on the chip's dot-product instruction (`dotprod`, noted in `plan`)."""
+    an integer one on the chip's dot-product instruction (`dotprod`, noted in `plan`); a
+    depthwise one whose input is one of `pads` (`padded.depthwise_pads`) pads it itself."""
     from tvm import topi
     from tvm.relax.transform.legalize_ops.nn import _nn_conv2d
 
@@ -223,8 +178,15 @@ def _legalize_blocked(bb, call, plan: Plan | None = None, revision: int = REWRIT
             plan.used_dot(dotprod.instruction(target) or "")
         return dotprod.legalize(bb, call, target)
     if int(a.groups) > 1:
-        return bb.call_te(_depthwise_nchwc, call.args[0], call.args[1], a.strides, a.padding,
-                          a.dilation, a.out_dtype or "float32",
+        from tvmtui.graph.padded import absorbed
+
+        data, padding, value = call.args[0], a.padding, 0.0
+        found = absorbed(bb, data, pads or [])
+        if found is not None:
+            data, pad = found
+            padding, value = pad.padding, pad.value
+        return bb.call_te(_depthwise_nchwc, data, call.args[1], a.strides, padding,
+                          a.dilation, a.out_dtype or "float32", value,
                           primfunc_name_hint="depthwise_conv2d_NCHWc")
     return bb.call_te(
         topi.nn.conv2d_NCHWc, call.args[0], call.args[1], a.strides, a.padding, a.dilation,
@@ -238,8 +200,9 @@ def tvm_target_current():
     return tvm.target.Target.current()
 
 
-def _depthwise_nchwc(data, kernel, strides, padding, dilation, out_dtype):
-    """Depthwise conv on NCHW[x]c data with an OIHW1i[x]o kernel (TOPI registers none)."""
+def _depthwise_nchwc(data, kernel, strides, padding, dilation, out_dtype, pad_value=0.0):
+    """Depthwise conv on NCHW[x]c data with an OIHW1i[x]o kernel (TOPI registers none),
+    the input padded with `pad_value`."""
     from tvm import te, topi
 
     n, chunks, h, w, block = (int(d) for d in data.shape)
@@ -248,7 +211,8 @@ def _depthwise_nchwc(data, kernel, strides, padding, dilation, out_dtype):
     dh, dw = (int(v) for v in dilation)
     pads = [int(p) for p in padding]
     pads = pads * 2 if len(pads) == 2 else pads
-    padded = topi.nn.pad(data, (0, 0, pads[0], pads[1], 0), (0, 0, pads[2], pads[3], 0))
+    padded = topi.nn.pad(data, (0, 0, pads[0], pads[1], 0), (0, 0, pads[2], pads[3], 0),
+                         pad_value=pad_value)
     oh = (h + pads[0] + pads[2] - dh * (kh - 1) - 1) // sh + 1
     ow = (w + pads[1] + pads[3] - dw * (kw - 1) - 1) // sw + 1
     rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
@@ -360,21 +324,24 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
         from tvmtui.graph.simplify import simplified
 
         mod = simplified(mod)
+    pads: list = []  # pads a depthwise conv absorbs (revision 20)
     if variant == "nchwc":
         mod = _blocked(mod, block, plan, revision)
+        pads = _depthwise_pads(mod, revision)
         legalize_map["relax.nn.conv2d"] = functools.partial(_legalize_blocked, plan=plan,
-                                                            revision=revision)
+                                                            revision=revision, pads=pads)
     elif variant == "winograd" and revision >= 4:
         from tvmtui.graph import winograd
 
         layouts = Plan("nchwc", "")
         mod = _blocked(mod, block, layouts, revision)
+        pads = _depthwise_pads(mod, revision)
         plan.notes += layouts.notes
         nchw = winograd.nchw_legalizer(plan, tolerance, _conv_info)  # layers left in NCHW
         legalize_map["relax.nn.conv2d"] = winograd.blocked_legalizer(
             plan, tolerance,
             lambda bb, call: nchw(bb, call) if len(call.attrs.data_layout) == 4 else
-            _legalize_blocked(bb, call, plan, revision), window=revision >= 13)
+            _legalize_blocked(bb, call, plan, revision, pads), window=revision >= 13)
     elif variant == "winograd":
         from tvmtui.graph import winograd
 
@@ -402,4 +369,12 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
             relax.transform.LegalizeOps(customize_legalize_map=legalize_map),
             relax.transform.CanonicalizeBindings(),
         ])(mod)
+    if pads:  # the pads the convolutions absorbed, now unused
+        mod = relax.transform.DeadCodeElimination()(mod)
     return mod, plan
+
+
+def _depthwise_pads(mod, revision: int) -> list:
+    from tvmtui.graph.padded import depthwise_pads
+
+    return depthwise_pads(mod) if revision >= 20 else []

@@ -1,0 +1,53 @@
+"""The rewrite revision: how `variants.prepare` rewrites a graph, as each new session
+records it (`options.rewrite`), with what each revision changed."""
+
+# How `prepare` rewrites, as recorded by each new session (`options.rewrite`): a session
+# is always prepared with the revision it was tuned with, or its database keys would not
+# match. 1: `nchwc` blocks a convolution only when both its channel counts divide by the
+# block. 2: a convolution with few input channels (an RGB input) is blocked too, its
+# input by the largest power of two that divides them (NCHW1c for 3 channels); and at
+# import, clips become Relax maximum/minimum (`relax_import`), which a blocked layout
+# passes through (MobileNet's NCHW8c graph kept 54 layout transforms around its ReLU6s);
+# and `subpixel` runs its phase convolution channel-blocked. 3: `subpixel` turns the
+# transposed convolution of a 1x1 input (DCGAN's first layer) into a matrix-vector product.
+# 4: `winograd` blocks the graph as `nchwc` does and runs Winograd in that layout.
+# 5: `subpixel`'s blocked phase convolution computes only the outputs each phase uses.
+# 6: every variant legalizes float32 sigmoid, tanh, exp and erf to TOPI's polynomial forms,
+# which vectorize (`fastmath.py`).
+# 7: a layout transform without padding loops over its output, not its input
+# (`_legalize_layout_transform`). 8: one that moves no element (an RGB input to NCHW1c)
+# is a zero-copy view (MobileNet's took 0.19 ms, 2% of the network, as a tuned copy).
+# 9: per-channel affine operators after a convolution (an imported BatchNormalization)
+# are folded into its weights and one bias add (`affine.py`). 10: every fused kernel's
+# constant operands (weights, biases) are layout-free: a schedule may store them in the
+# order it reads them, packed at compile time (TVM's CPU weight prepack). 11: a layout
+# transform whose output one kernel reads runs inside the convolution or matrix-product
+# kernel next to it (`absorb.py`), not as a kernel of its own. 12: tasks of different
+# variants whose functions are structurally equal are one task, whatever their names
+# (`tasks.extract_variant_tasks`). 13: the blocked Winograd's input transform reads a
+# zero-padded window of the input (`winograd.conv2d_winograd_nchwc`) instead of checking
+# the bounds of each of its terms: TVM's TIR passes spent 0.4 s of every candidate's build
+# on those checks (C12's candidates now compile in 0.3-0.5 s, against 0.6-1.5). 14: quantized
+# TFLite layers compute in integers, requantized in fixed point as TFLite's reference
+# kernels do (`integer.py`), not in float between a dequantize and a quantize (float
+# graphs are unchanged: their keys are revision 13's). 15: a quantized fully connected
+# layer's multiplier comes from its scales in double, as LiteRT computes it (14 took a
+# float32 product of the input and weight scales, and MobileNet's head rounded one logit
+# in 10^5 a step away from LiteRT). 16: an integer convolution of a few input channels not
+# in fours (an RGB input) runs on the dot-product instruction too, its channels padded with
+# zeros to a multiple of 4 (`dotprod`); before, TOPI's int32 code ran it (ResNet-18 int8's
+# 7x7 first layer took a quarter of the network's time). 17: a quantized fully connected
+# layer is written as a 1x1 convolution over a row of its input's rows (`integer.py`), so
+# the blocked variant runs it on the dot-product instruction too (TOPI's int32 dense had run
+# DQN int8's 3136 -> 512 layer, a third of the network). 18: a pad or NHWC max pool of a
+# blocked tensor's unblocking runs on the blocked tensor (TVM infers no layout for pad;
+# `blocking.pads_in_block`): each of MobileNet int8's depthwise layers, padded with its
+# input's zero point, had unblocked and reblocked its input, and ResNet-18 int8's max pool
+# ran in NHWC. 19: a channel split is written as slices before the blocked rewrites
+# (`slices.py`): TVM's ConvertLayout kept its split points in NCHW[b]c, and NudeNet's
+# (YOLOv8) graph lost its blocked and Winograd variants; float TFLite convolutions are
+# blocked too, their 1-D biases first written at rank 4 (`ranks.py`); a clip written as
+# max(stack(x, c)) is maximum(x, c), in every variant (`simplify.py`). 20: a blocked
+# depthwise convolution pads its input itself, with the zero point, instead of reading a
+# padded copy made by a kernel of its own (`padded.py`).
+REWRITE_REVISION = 20
