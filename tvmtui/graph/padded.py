@@ -71,8 +71,8 @@ def absorbed(bb, data, pads: list[Pad]):
     if pad is None:
         return None
     bound = bb.lookup_binding(data)
-    if isinstance(bound, relax.Call) and isinstance(getattr(bound.op, "name", None), str) \
-            and bound.op.name == "relax.call_tir" and len(bound.args[1].fields) == 1:
+    if isinstance(bound, relax.Call) and getattr(bound.op, "name", "") == "relax.call_tir" \
+            and len(bound.args[1].fields) == 1:
         return bound.args[1].fields[0], pad
     return None
 
