@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tvmtui.graph.passes import use_counts
+
 INJECTIVE = 2  # TVM's OpPatternKind: elementwise 0, broadcast 1, injective 2
 OUT_ELEMWISE_FUSABLE = 4  # a convolution or a matrix product
 OPAQUE = 8
@@ -147,23 +149,6 @@ def _merged(members: list[_Kernel]):
     return bb.get()["merged"], outer
 
 
-def _uses(func) -> dict:
-    """How many times each var of `func` is read (by handle)."""
-    from tvm import relax
-
-    counts: dict = {}
-
-    def visit(expr):
-        if isinstance(expr, relax.Var):
-            counts[expr] = counts.get(expr, 0) + 1
-
-    for block in func.body.blocks:
-        for binding in block.bindings:
-            relax.analysis.post_order_visit(binding.value, visit)
-    relax.analysis.post_order_visit(func.body.body, visit)
-    return counts
-
-
 def absorb_layout_transforms(mod):
     """`mod` (after FuseOps) with each injective kernel whose output has one reader merged
     into a convolution or matrix-product kernel next to it; run FuseTIR next."""
@@ -172,7 +157,7 @@ def absorb_layout_transforms(mod):
 
     call_tir = tvm.ir.Op.get("relax.call_tir")
     main = mod["main"]
-    uses = _uses(main)
+    uses = use_counts(main)
     builder = relax.BlockBuilder(mod)
     new_blocks, merged_any = [], False
     for block in main.body.blocks:

@@ -13,6 +13,7 @@ a float convolution's; the pad, then unused, is removed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class Pad:
     """A pad a depthwise convolution absorbs: its variable, its widths as the
     convolution's padding (top, left, bottom, right) and its value."""
 
-    var: object  # relax.Var bound to the pad
+    var: Any  # the relax.Var bound to the pad
     padding: tuple[int, int, int, int]
     value: float
 
@@ -30,36 +31,22 @@ def depthwise_pads(mod) -> list[Pad]:
     padding of its own reads: constant, on the height and width of an NCHW[b]c tensor."""
     from tvm import relax
 
-    pads: dict[int, Pad] = {}
-    uses: dict[int, int] = {}
-    readers: dict[int, list] = {}  # the calls that take a variable as an argument
+    from tvmtui.graph.passes import use_counts
 
-    @relax.expr_functor.visitor
-    class Scan(relax.PyExprVisitor):
-        def visit_var_binding_(self, binding):
-            if isinstance(binding.value, relax.Call):
-                pad = _as_pad(binding.var, binding.value)
-                if pad is not None:
-                    pads[_key(binding.var)] = pad
-            super().visit_var_binding_(binding)
-
-        def visit_call_(self, call):
-            for arg in call.args:
-                if isinstance(arg, relax.Var):
-                    readers.setdefault(_key(arg), []).append(call)
-            super().visit_call_(call)
-
-        def visit_dataflow_var_(self, var):
-            uses[_key(var)] = uses.get(_key(var), 0) + 1
-
-        def visit_var_(self, var):
-            uses[_key(var)] = uses.get(_key(var), 0) + 1
-
+    out = []
     for func in mod.functions.values():
-        if isinstance(func, relax.Function):
-            Scan().visit_expr(func)
-    return [pad for key, pad in pads.items() if uses.get(key) == 1
-            and len(readers.get(key, [])) == 1 and _absorbs(readers[key][0])]
+        if not isinstance(func, relax.Function):
+            continue
+        uses = use_counts(func)
+        calls = [b for block in func.body.blocks for b in block.bindings
+                 if isinstance(b, relax.VarBinding) and isinstance(b.value, relax.Call)]
+        reader = {arg: b.value for b in calls for arg in b.value.args
+                  if isinstance(arg, relax.Var) and uses.get(arg) == 1}
+        for b in calls:
+            pad = _as_pad(b.var, b.value)
+            if pad is not None and b.var in reader and _absorbs(reader[b.var]):
+                out.append(pad)
+    return out
 
 
 def absorbed(bb, data, pads: list[Pad]):
@@ -67,7 +54,7 @@ def absorbed(bb, data, pads: list[Pad]):
     that of the pad as the block builder has it now (legalized)."""
     from tvm import relax
 
-    pad = next((p for p in pads if _key(p.var) == _key(data)), None)
+    pad = next((p for p in pads if p.var.same_as(data)), None)
     if pad is None:
         return None
     bound = bb.lookup_binding(data)
@@ -75,10 +62,6 @@ def absorbed(bb, data, pads: list[Pad]):
             and len(bound.args[1].fields) == 1:
         return bound.args[1].fields[0], pad
     return None
-
-
-def _key(var) -> int:
-    return hash(var)  # the node's address: the same for every handle to one variable
 
 
 def _as_pad(var, call) -> Pad | None:

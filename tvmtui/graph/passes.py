@@ -31,3 +31,20 @@ def each_call(mod, rewrite, prune: bool = True):
             return rewrite(call, self.lookup_binding, self.builder_.emit)
 
     return each_function(mod, lambda m, func: Rewrite(m).visit_expr(func), prune)
+
+
+def use_counts(func) -> dict:
+    """How many times each var of `func` is read (by handle)."""
+    from tvm import relax
+
+    counts: dict = {}
+
+    def visit(expr):
+        if isinstance(expr, relax.Var):
+            counts[expr] = counts.get(expr, 0) + 1
+
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            relax.analysis.post_order_visit(binding.value, visit)
+    relax.analysis.post_order_visit(func.body.body, visit)
+    return counts
