@@ -247,3 +247,73 @@ def constant_gather_onnx() -> bytes:
         [_init("index", np.array(3, np.int64)),
          _init("w", rng.standard_normal((16, 4)).astype(np.float32))])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def if_branch_tflite(inputs: int = 24, outputs: int = 5) -> bytes:
+    """A wake-word head's shape: a fully connected score picks, through an IF, one of two
+    fully connected branches, whose weights the main graph passes to them as inputs."""
+    S = schema()
+    rng = np.random.default_rng(7)
+    model = S.ModelT()
+    model.version, model.buffers, model.operatorCodes = 3, [S.BufferT()], []
+
+    def buffer(arr: np.ndarray) -> int:
+        b = S.BufferT()
+        b.data = np.frombuffer(arr.tobytes(), np.uint8)
+        model.buffers.append(b)
+        return len(model.buffers) - 1
+
+    def tensor(g, name: str, shape, dtype=S.TensorType.FLOAT32, data=None) -> int:
+        t = S.TensorT()
+        t.name, t.shape, t.type = name.encode(), list(shape), dtype
+        t.buffer = 0 if data is None else buffer(data)
+        g.tensors.append(t)
+        return len(g.tensors) - 1
+
+    def op(g, name: str, ins, outs, options_type=None, options=None) -> None:
+        o = S.OperatorT()
+        o.opcodeIndex, o.inputs, o.outputs = opcode_index(S, model, name), list(ins), list(outs)
+        if options is not None:
+            o.builtinOptionsType, o.builtinOptions = options_type, options
+        g.operators.append(o)
+
+    def fc_options():
+        return S.BuiltinOptions.FullyConnectedOptions, S.FullyConnectedOptionsT()
+
+    def weights(rows: int, cols: int) -> np.ndarray:
+        return (rng.standard_normal((rows, cols)) / np.sqrt(cols)).astype(np.float32)
+
+    main, then, other = S.SubGraphT(), S.SubGraphT(), S.SubGraphT()
+    for g in (main, then, other):
+        g.tensors, g.operators = [], []
+    x = tensor(main, "x", [1, inputs])
+    score_w = tensor(main, "score_w", [1, inputs], data=weights(1, inputs))
+    score_b = tensor(main, "score_b", [1], data=np.zeros(1, np.float32))
+    score = tensor(main, "score", [1, 1])
+    op(main, "FULLY_CONNECTED", [x, score_w, score_b], [score], *fc_options())
+    zero = tensor(main, "zero", [], data=np.zeros((), np.float32))
+    keep = tensor(main, "keep", [1, 1], S.TensorType.BOOL)
+    op(main, "GREATER_EQUAL", [score, zero], [keep])
+    new_shape = tensor(main, "new_shape", [0], S.TensorType.INT32, np.zeros(0, np.int32))
+    cond = tensor(main, "cond", [], S.TensorType.BOOL)
+    reshape = S.ReshapeOptionsT()
+    reshape.newShape = []
+    op(main, "RESHAPE", [keep, new_shape], [cond], S.BuiltinOptions.ReshapeOptions, reshape)
+    passed = [x]
+    for branch in ("then", "else"):
+        passed.append(tensor(main, f"{branch}_w", [outputs, inputs],
+                             data=weights(outputs, inputs)))
+        passed.append(tensor(main, f"{branch}_b", [outputs],
+                             data=rng.standard_normal(outputs).astype(np.float32)))
+    y = tensor(main, "y", [1, outputs])
+    choice = S.IfOptionsT()
+    choice.thenSubgraphIndex, choice.elseSubgraphIndex = 1, 2
+    op(main, "IF", [cond, *passed], [y], S.BuiltinOptions.IfOptions, choice)
+    main.inputs, main.outputs, main.name = [x], [y], b"main"
+    for g, pick, name in ((then, 1, b"then"), (other, 3, b"else")):
+        args = [tensor(g, f"arg{i}", main.tensors[t].shape) for i, t in enumerate(passed)]
+        out = tensor(g, "out", [1, outputs])
+        op(g, "FULLY_CONNECTED", [args[0], args[pick], args[pick + 1]], [out], *fc_options())
+        g.inputs, g.outputs, g.name = args, [out], name
+    model.subgraphs = [main, then, other]
+    return pack_model(model)

@@ -188,10 +188,15 @@ def onnx_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]],
 def load_relax(fmt: str, model_bytes: bytes, input_shapes: dict[str, list[int]],
                revision: int = REWRITE_REVISION):
     """The graph every variant starts from: imported, with constant subgraphs folded once
-    (BatchNorm statistics, weight transposes), so variants see plain constant weights."""
+    (BatchNorm statistics, weight transposes), so variants see plain constant weights; from
+    revision 21 that holds inside an IF or WHILE's branches too (`calls.py`)."""
     from tvm import relax
 
     mod = model_to_relax(fmt, model_bytes, input_shapes, revision)
+    if revision >= 21:
+        from tvmtui.graph.calls import bind_constant_arguments
+
+        mod = bind_constant_arguments(mod)
     # Stock FoldConstant compiles a kernel for every folded operator (12 s for MobileNet's
     # BatchNorm statistics); numpy folds the common ones first, to the same constants.
     return relax.transform.FoldConstant()(fold_with_numpy(mod))

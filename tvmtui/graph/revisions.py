@@ -49,5 +49,8 @@ records it (`options.rewrite`), with what each revision changed."""
 # blocked too, their 1-D biases first written at rank 4 (`ranks.py`); a clip written as
 # max(stack(x, c)) is maximum(x, c), in every variant (`simplify.py`). 20: a blocked
 # depthwise convolution pads its input itself, with the zero point, instead of reading a
-# padded copy made by a kernel of its own (`padded.py`).
-REWRITE_REVISION = 20
+# padded copy made by a kernel of its own (`padded.py`). 21: a private function's
+# parameter that every call passes the same constant is that constant in its body
+# (`calls.py`): the weights TVM's TFLite frontend passes to an IF's branches are folded
+# like any other (openWakeWord's wake-word head transposed a 64x1536 weight at each call).
+REWRITE_REVISION = 21
