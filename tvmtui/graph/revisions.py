@@ -53,4 +53,7 @@ records it (`options.rewrite`), with what each revision changed."""
 # parameter that every call passes the same constant is that constant in its body
 # (`calls.py`): the weights TVM's TFLite frontend passes to an IF's branches are folded
 # like any other (openWakeWord's wake-word head transposed a 64x1536 weight at each call).
-REWRITE_REVISION = 21
+# 22: a float convolution whose output channels divide by half the block but not by the
+# block (24, 40, 72, 120 on AVX-512) is blocked by that half (`variants._half_block`)
+# instead of staying in NCHW: MobileNet-style models' 24-channel layers had run unblocked.
+REWRITE_REVISION = 22

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tvmtui.graph.blocking import input_block, pads_in_block, vector_block
+from tvmtui.graph.halves import FULL_IN, OFF, Halves, convert_layouts, half_block
 from tvmtui.graph.revisions import REWRITE_REVISION
 
 VARIANTS = ("nchw", "nchwc", "winograd", "subpixel")
@@ -126,10 +127,21 @@ def _nhwc_info(call, floats: bool) -> tuple[list[int], list[int]] | None:
     return [n, c, h, w], [third, fourth, kh, kw]  # depthwise: (KH, KW, C, 1)
 
 
-def _blocked_layouts(block: int, plan: Plan, revision: int):
+def _kernel(call) -> tuple[list[int], list[int]]:
+    """A conv2d call's kernel size and strides."""
+    layout = str(call.attrs.kernel_layout)
+    shape = _shape(call.args[1]) or []
+    size = [shape[layout.index("H")], shape[layout.index("W")]] if len(shape) == 4 else []
+    return size, [int(s) for s in call.attrs.strides]
+
+
+def _blocked_layouts(block: int, plan: Plan, revision: int, halves: Halves | None = None,
+                     winograd: bool = False):
     """ConvertLayout callback: NCHW[block]c for each conv whose channels divide by block
     (from revision 2, also those whose input channels do not: their input is blocked by
-    `input_block`, their output by `block`)."""
+    `input_block`, their output by `block`; from 22, half blocks as `halves` picks, but
+    for the `winograd` variant's 3x3 layers that NCHW Winograd would run instead)."""
+    halves = halves or Halves()
 
     def layout_cb(call):
         if call.op.name != "relax.nn.conv2d":
@@ -152,6 +164,18 @@ def _blocked_layouts(block: int, plan: Plan, revision: int):
                 plan.rewritten += 1
                 return {"relax.nn.conv2d": [f"NCHW{inner}c", f"OIHW{inner}i{block}o",
                                             f"NCHW{block}c"]}
+            half = half_block(call, cout, block, revision)
+            if winograd and half and _kernel(call) == ([3, 3], [1, 1]) and \
+                    input_block(cin, block) != half:
+                half = 0  # blocked in and out alike or not at all: Winograd either way
+            pick = halves.take() if half else OFF
+            if pick != OFF:
+                plan.rewritten += 1
+                if depthwise:
+                    return {"relax.nn.conv2d": [f"NCHW{half}c", f"OIHW1i{half}o"]}
+                inner = input_block(cin, block if pick == FULL_IN else half)
+                return {"relax.nn.conv2d": [f"NCHW{inner}c", f"OIHW{inner}i{half}o",
+                                            f"NCHW{half}c"]}
             plan.notes.append(
                 f"conv {cin}->{cout} channels stays NCHW: not a multiple of the block {block}")
         return {"relax.nn.conv2d": ["NCHW", "OIHW"]}
@@ -279,11 +303,9 @@ def _legalize_layout_transform(bb, call, views: bool = False):
     return bb.call_te(gather, call.args[0], primfunc_name_hint="te_layout_transform")
 
 
-def _blocked(mod, block: int, plan: Plan, revision: int):
+def _blocked(mod, block: int, plan: Plan, revision: int, winograd: bool = False):
     """`mod` with its convolutions in NCHW[block]c and their weights packed now (stock
-    folding would compile each packing)."""
-    from tvm import relax
-
+    folding would compile each packing); `winograd`: for the Winograd variant."""
     from tvmtui.graph.fold import fold_with_numpy
 
     if revision >= 19:
@@ -291,7 +313,8 @@ def _blocked(mod, block: int, plan: Plan, revision: int):
         from tvmtui.graph.slices import split_as_slices
 
         mod = full_rank_constants(split_as_slices(mod))
-    mod = relax.transform.ConvertLayout({}, _blocked_layouts(block, plan, revision))(mod)
+    mod = convert_layouts(mod, plan, lambda tried, halves: _blocked_layouts(
+        block, tried, revision, halves, winograd))
     if revision >= 18:
         mod = pads_in_block(mod)
     if revision >= 19:
@@ -334,7 +357,7 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
         from tvmtui.graph import winograd
 
         layouts = Plan("nchwc", "")
-        mod = _blocked(mod, block, layouts, revision)
+        mod = _blocked(mod, block, layouts, revision, winograd=True)
         pads = _depthwise_pads(mod, revision)
         plan.notes += layouts.notes
         nchw = winograd.nchw_legalizer(plan, tolerance, _conv_info)  # layers left in NCHW
