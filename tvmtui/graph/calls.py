@@ -34,21 +34,25 @@ def _is_private(func) -> bool:
 
 
 def _calls(mod) -> dict:
-    """Each Relax function's GlobalVar -> [(calling GlobalVar, call), ...]."""
+    """Each function's GlobalVar -> [(calling GlobalVar, call), ...], for the functions
+    only ever called (one passed as a value could be called with anything)."""
     import tvm
     from tvm import relax
 
     found: dict = {}
+    seen: dict = {}  # GlobalVar -> times it appears, called or not
     for caller, func in mod.functions.items():
         if not isinstance(func, relax.Function):
             continue
 
         def visit(expr, caller=caller):
-            if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.GlobalVar):
+            if isinstance(expr, tvm.ir.GlobalVar):
+                seen[expr] = seen.get(expr, 0) + 1
+            elif isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.GlobalVar):
                 found.setdefault(expr.op, []).append((caller, expr))
 
         relax.analysis.post_order_visit(func, visit)
-    return found
+    return {g: sites for g, sites in found.items() if seen.get(g, 0) == len(sites)}
 
 
 def _constant_params(mod) -> dict:
