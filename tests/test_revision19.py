@@ -92,9 +92,10 @@ def _ops(mod) -> list[str]:
             if isinstance(b.value, relax.Call)]
 
 
-def mobile_block_tflite(shape=(1, 3, 19, 21)) -> bytes:
+def mobile_block_tflite(shape=(1, 3, 19, 21), expand: int = 32) -> bytes:
     """A float MobileNetV2-style TFLite model: a strided RGB conv, a 3x3 conv, an expanding
-    1x1, a depthwise 3x3, a projecting 1x1 with a residual add, each with its 1-D bias."""
+    1x1 (to `expand` channels), a depthwise 3x3, a projecting 1x1 with a residual add, each
+    with its 1-D bias."""
     rng = np.random.default_rng(3)
     net = TfliteNet("block", list(shape))
 
@@ -105,8 +106,8 @@ def mobile_block_tflite(shape=(1, 3, 19, 21)) -> bytes:
         return getattr(net, act)(y) if act else y
 
     x = conv(conv("input", shape[1], 16, 3, stride=2), 16, 16, 3)
-    y = conv(conv(x, 16, 32, 1), 32, 32, 3, groups=32)
-    return net.finish(net.add(conv(y, 32, 16, 1, act=None), x))
+    y = conv(conv(x, 16, expand, 1), expand, expand, 3, groups=expand)
+    return net.finish(net.add(conv(y, expand, 16, 1, act=None), x))
 
 
 @pytest.mark.parametrize("variant", gv.VARIANTS)
