@@ -184,9 +184,14 @@ def meeting_net(shape) -> bytes:
     conv("c", "ab", 24, 48, 3)
     conv("d", "ab", 64, 48, 1)
     nodes.append(helper.make_node("Concat", ["c", "d"], ["output"], axis=1))
+    return _onnx(nodes, "meeting", shape, [1, 88, *shape[2:]], inits)
+
+
+def _onnx(nodes, name: str, shape, out_shape, inits) -> bytes:
+    """An opset-17 ONNX model of `nodes` from "input" to "output"."""
     graph = helper.make_graph(
-        nodes, "meeting", [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 88, *shape[2:]])],
+        nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, out_shape)],
         initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
@@ -758,13 +763,7 @@ def bn_net(shape=(1, 16, 9, 11), seed=0) -> bytes:
     conv("s2", "c3", 24, 24, 3, bias=False)
     bn("c3", "n3", 24)
     nodes.append(helper.make_node("Add", ["c3", "n3"], ["output"]))
-    graph = helper.make_graph(
-        nodes, "bn", [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 24, *shape[2:]])],
-        initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model.SerializeToString()
+    return _onnx(nodes, "bn", shape, [1, 24, *shape[2:]], inits)
 
 
 def _relax_ops(mod) -> dict:
