@@ -63,10 +63,9 @@ def convert_layouts(mod, plan, layouts: Callable):
 
     out, tried = attempt(Halves())
     if out is None:
-        none = Halves({})
-        out, tried = attempt(none)  # as before revision 22; TVM's errors are its own here
-        if out is None:
-            relax.transform.ConvertLayout({}, layouts(plan, none))(mod)  # raises
+        none = Halves({})  # as before revision 22: an error here is TVM's own, and raised
+        tried = dataclasses.replace(plan, notes=list(plan.notes))
+        out = relax.transform.ConvertLayout({}, layouts(tried, none))(mod)
         kept: dict[int, int] = {}
         for index in range(none.seen):
             for pick in (FULL_IN, HALF_IN):

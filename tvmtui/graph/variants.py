@@ -127,14 +127,6 @@ def _nhwc_info(call, floats: bool) -> tuple[list[int], list[int]] | None:
     return [n, c, h, w], [third, fourth, kh, kw]  # depthwise: (KH, KW, C, 1)
 
 
-def _kernel(call) -> tuple[list[int], list[int]]:
-    """A conv2d call's kernel size and strides."""
-    layout = str(call.attrs.kernel_layout)
-    shape = _shape(call.args[1]) or []
-    size = [shape[layout.index("H")], shape[layout.index("W")]] if len(shape) == 4 else []
-    return size, [int(s) for s in call.attrs.strides]
-
-
 def _blocked_layouts(block: int, plan: Plan, revision: int, halves: Halves | None = None,
                      winograd: bool = False):
     """ConvertLayout callback: NCHW[block]c for each conv whose channels divide by block
@@ -151,7 +143,7 @@ def _blocked_layouts(block: int, plan: Plan, revision: int, halves: Halves | Non
             info = _nhwc_info(call, floats=revision >= 19)
         if info is None:
             return {"relax.nn.conv2d": ["NCHW", "OIHW"]}
-        (_, cin, _, _), (cout, per_group, _, _) = info
+        (_, cin, _, _), (cout, per_group, kh, kw) = info
         groups = int(call.attrs.groups)
         depthwise = groups == cin == cout and per_group == 1
         if groups == 1 or depthwise:
@@ -165,7 +157,8 @@ def _blocked_layouts(block: int, plan: Plan, revision: int, halves: Halves | Non
                 return {"relax.nn.conv2d": [f"NCHW{inner}c", f"OIHW{inner}i{block}o",
                                             f"NCHW{block}c"]}
             half = half_block(call, cout, block, revision)
-            if winograd and half and _kernel(call) == ([3, 3], [1, 1]) and \
+            if winograd and half and (kh, kw) == (3, 3) and \
+                    [int(v) for v in call.attrs.strides] == [1, 1] and \
                     input_block(cin, block) != half:
                 half = 0  # blocked in and out alike or not at all: Winograd either way
             pick = halves.take() if half else OFF
