@@ -32,11 +32,13 @@ async def _first_app(root):
         workloads = screen.query_one("#workloads")
         workloads.highlighted = [o.id for o in workloads.options].index("dwconv:D9")
         screen.query_one("#trials").value = "500"
+        screen.query_one("#minutes").value = "30"
         screen.query_one("#session-name").value = "ui"
         await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: isinstance(app.screen, LiveScreen), 60, "live screen")
         await wait_until(pilot, lambda: live(app).view.trials >= 1, what="first trials")
         view = live(app).view
+        assert "or until" in str(live(app).query_one("#summary").content)  # its time budget
         assert live(app).query_one("#task-table").row_count == len(view.tasks) >= 1
         if len(view.variant_labels) > 1:  # D9 is blocked too: the line shows each variant
             await wait_until(pilot, lambda: str(live(app).query_one("#variants-line").content)
@@ -144,6 +146,11 @@ def test_bad_input_in_the_app_is_a_message_and_the_app_keeps_running(tmp_path):
             await pilot.press("ctrl+s")
             await pilot.pause(1.0)
             assert any("at least 1" in n.message for n in app._notifications)
+            screen.query_one("#trials").value = "8"
+            screen.query_one("#minutes").value = "-2"
+            await pilot.press("ctrl+s")
+            await pilot.pause(1.0)
+            assert any("--minutes must be" in n.message for n in app._notifications)
             app.open_live("corrupt")
             await pilot.pause(0.3)
             assert any("corrupted" in n.message for n in app._notifications)

@@ -12,6 +12,7 @@ import pytest
 
 from tvmtui.core.events import EVENT_NAMES
 from tvmtui.sessions.store import RECORD_DB
+from tvmtui.sessions.view import SessionView
 from tvmtui.tuning.search import UNROLL_KEY
 
 CONTRACT_TRIAL_KEYS = {"event", "t", "task", "trial", "build_s", "run_s", "predicted",
@@ -153,6 +154,37 @@ def test_tune_resume_export_conv_c12(cli, tmp_path):
                                atol=1e-4, rtol=1e-4)
 
 
+def test_a_time_budget_ends_the_search_then_confirms_and_resume_can_drop_it(cli):
+    tuned = cli.run("tune", "dwconv:D9", "--trials", "100000", "--minutes", "0.25",
+                    "--session", "t", "--json", "--variants", "nchw")
+    assert tuned.returncode == 0, tuned.stderr
+    events = cli.json_lines(tuned.stdout)
+    (started,) = [e for e in events if e["event"] == "session_started"]
+    assert started["minutes"] == 0.25
+    assert started["deadline"] == pytest.approx(started["t"] + 15, abs=5)
+    end = events[-1]
+    assert end["event"] == "state" and end["state"] == "finished"
+    assert end["reason"] == "time budget reached (0.25 min)" and end["t"] >= started["deadline"]
+    # The search stopped at its time budget, not its trials, and its best was confirmed.
+    trials = [e for e in events if e["event"] == "trial"]
+    assert trials and trials[-1]["trial"] < 100000
+    assert list(cli.session("t").iter_events("confirmed"))
+    view = SessionView()
+    for e in events[:3]:
+        view.apply(e)
+    assert " or until " in view.trials_text()
+    shown = json.loads(cli.run("sessions", "show", "t", "--json").stdout)
+    assert shown["options"]["minutes"] == 0.25
+
+    n = len(trials)
+    resumed = cli.run("resume", "t", "--trials", "4", "--minutes", "0", "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    again = cli.json_lines(resumed.stdout)
+    assert [e["deadline"] for e in again if e["event"] == "session_started"] == [None]
+    assert again[-1]["reason"] == "budget reached"
+    assert cli.session("t").count_events("trial") == n + 4
+
+
 def test_attach_from_a_second_process_sees_every_trial_in_order(cli):
     started = cli.run("tune", "dwconv:D9", "--trials", "32", "--session", "live", "--detach")
     assert started.returncode == 0, started.stderr
@@ -244,6 +276,9 @@ def test_pause_budget_resume_and_stop_from_other_processes(cli):
         (["tune", "conv:C1", "--session", "../escape"], "bad session name"),
         (["tune", "conv:C1", "--session", "a/b"], "bad session name"),
         (["tune", "conv:C1", "--trials", "0"], "at least 1"),
+        (["tune", "conv:C1", "--minutes", "0"], "--minutes must be a positive number"),
+        (["tune", "conv:C1", "--minutes", "nan"], "--minutes must be a positive number"),
+        (["resume", "nope", "--minutes", "-1"], "--minutes must be a positive number"),
         (["sessions", "show", "nope"], "no session"),
         (["resume", "nope"], "no session"),
         (["export", "nope", "out"], "no session"),

@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
         "resnet18-int8, dqn-int8, conv:C1..C12, dwconv:D1..D9) or a .onnx / .tflite file",
     )
     p.add_argument("--trials", type=int, default=64, help="trial budget (default 64)")
+    p.add_argument("--minutes", type=float,
+                   help="time budget: stop searching this many minutes after the worker "
+                        "starts, or at --trials, whichever comes first")
     p.add_argument("--session", help="session name (default: workload and time)")
     p.add_argument("--shape", action="append", help="pin an input shape: NAME=1x3x224x224")
     p.add_argument("--json", action="store_true", help="one JSON object per event on stdout")
@@ -84,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("resume", parents=[common], help="continue a paused or ended session")
     p.add_argument("name")
     p.add_argument("--trials", type=int, help="measure this many more trials")
+    p.add_argument("--minutes", type=float,
+                   help="this run's time budget (default: the one the session was tuned "
+                        "with; 0 for none)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--detach", action="store_true", help="start the worker and return")
     p.add_argument(

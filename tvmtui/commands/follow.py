@@ -124,7 +124,7 @@ def _render(view, name: str):
         (view.state, "bold green" if view.state == "running" else "bold yellow"),
     )
     stats = Text(
-        f"trials {view.trials}/{view.budget}   end-to-end estimate {fmt.ms(view.best_ms)} ms   "
+        f"{view.trials_text()}   end-to-end estimate {fmt.ms(view.best_ms)} ms   "
         + (f"confirmed {fmt.ms(view.confirmed_ms)} ms   " if view.confirmed_ms else "") +
         f"elapsed {fmt.hms(view.elapsed_s())}   ETA {fmt.hms(view.eta_s())}"
     )

@@ -23,11 +23,12 @@ TERMINAL = ("finished", "stopped", "failed", "crashed")
 
 def cmd_tune(args) -> int:
     from tvmtui.devices.local import describe_target
-    from tvmtui.sessions.launch import create_session, default_name, spawn_worker
+    from tvmtui.sessions.launch import check_minutes, create_session, default_name, spawn_worker
     from tvmtui.workloads import load_workload
 
     if args.trials < 1:
         raise UserError(f"--trials must be at least 1 (got {args.trials})")
+    check_minutes(args.minutes)
     for flag, value, least in (("--population", args.population, 2), ("--batch", args.batch, 1),
                                ("--genetic-iters", args.genetic_iters, 0),
                                ("--warmup-samples", args.warmup_samples, 0),
@@ -73,6 +74,7 @@ def cmd_tune(args) -> int:
         "genetic_iters": args.genetic_iters,
         "warmup_samples": args.warmup_samples,
         "seed": args.seed,
+        "minutes": args.minutes,
     }
     session = create_session(root, name, workload, target, args.trials, options,
                              device=resolved.device.to_json(), fingerprint=resolved.fingerprint)
@@ -81,7 +83,8 @@ def cmd_tune(args) -> int:
     if not args.json:
         print(
             f"session {name}: tuning {workload.name} on {describe_target(target)} "
-            f"via {resolved.device.url()} ({args.trials} trials), worker pid {pid}",
+            f"via {resolved.device.url()} ({args.trials} trials"
+            + (f" or {args.minutes:g} min" if args.minutes else "") + f"), worker pid {pid}",
             file=sys.stderr,
         )
     if args.detach:
@@ -105,11 +108,12 @@ def _started(session: st.Session, pid: int) -> None:
 
 
 def cmd_resume(args) -> int:
-    from tvmtui.sessions.launch import spawn_worker
+    from tvmtui.sessions.launch import check_minutes, spawn_worker
 
     if args.transfer_k < 1:
         raise UserError(f"--transfer-k must be at least 1 (got {args.transfer_k})")
 
+    check_minutes(args.minutes, zero_ok=True)
     check_writable(args, args.name)
     session = open_session(args, args.name)
     meta = session.meta()
@@ -119,6 +123,8 @@ def cmd_resume(args) -> int:
     if session.worker_alive():
         if args.trials:
             session.send("budget", done + args.trials)
+        if args.minutes is not None:
+            session.send("minutes", args.minutes)  # from now
         if meta.get("status") == "paused":
             session.send("resume")
             print(f"session {args.name}: resuming the paused worker", file=sys.stderr)
@@ -132,6 +138,8 @@ def cmd_resume(args) -> int:
             f"session {args.name!r} already has {done} trials (budget {meta['budget']}); "
             f"give more with `tvmtui resume {args.name} --trials N`"
         )
+    if args.minutes is not None:
+        session.set_meta(options=dict(meta.get("options") or {}, minutes=args.minutes or None))
     session.set_meta(budget=budget, status="created", error=None)
     pid = spawn_worker(session)
     _started(session, pid)

@@ -21,6 +21,14 @@ def default_name(workload: Workload) -> str:
     return st.check_name(f"{slug or 'model'}-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
+def check_minutes(minutes: float | None, zero_ok: bool = False) -> None:
+    """A time budget is a positive number of minutes (on resume, 0 removes it)."""
+    if minutes is None or (zero_ok and minutes == 0):
+        return
+    if not 0 < minutes < float("inf"):
+        raise UserError(f"--minutes must be a positive number of minutes (got {minutes:g})")
+
+
 def create_session(
     root: Path, name: str, workload: Workload, target: dict, budget: int, options: dict,
     device: dict | None = None, fingerprint: dict | None = None,
@@ -35,6 +43,7 @@ def create_session(
         fingerprint = this_fingerprint().to_json()
     if budget < 1:
         raise UserError(f"--trials must be at least 1 (got {budget})")
+    check_minutes(options.get("minutes"))
     from tvmtui.graph.variants import REWRITE_REVISION, VARIANTS
 
     # New sessions search every layout/algorithm variant unless told otherwise, rewritten

@@ -101,6 +101,7 @@ class SessionView:
     task_history: dict = field(default_factory=dict)
     run_start_t: float | None = None
     run_start_trials: int = 0
+    deadline: float | None = None  # when this run's time budget ends its search
     bench: dict | None = None  # the latest `tvmtui bench` report saved into the session
     boards: dict = field(default_factory=dict)  # RPC server -> BoardHealth
     last_t: float | None = None
@@ -116,6 +117,7 @@ class SessionView:
             self.trials = e.get("prior_trials", 0)
             self.run_start_t = e["t"]
             self.run_start_trials = self.trials
+            self.deadline = e.get("deadline")
             self.state = "starting"
             self.tally.started(e)
             self.confirmed_ms = None  # a new run tunes on: confirmed again when it is done
@@ -162,6 +164,8 @@ class SessionView:
                 self.state = ev.RUNNING
         elif kind == ev.NOTICE:
             self.notices.append(e["message"])
+            if "deadline" in e:  # the time budget changed while tuning
+                self.deadline = e["deadline"]
         elif kind == ev.TASK_SPACE and e["task"] < len(self.tasks):
             row = self.tasks[e["task"]]
             row.without, row.failed = e.get("without"), e.get("error")
@@ -201,14 +205,23 @@ class SessionView:
         return {row.index: row.flops for row in self.tasks}
 
     def eta_s(self, now: float | None = None) -> float | None:
-        """Seconds left at this run's trial rate."""
+        """Seconds left at this run's trial rate, or until its time budget ends the search."""
         if self.run_start_t is None or self.state not in (ev.RUNNING, "starting"):
             return None
+        now = now or time.time()
+        left = None if self.deadline is None else max(0.0, self.deadline - now)
         done = self.trials - self.run_start_trials
         if done <= 0:
-            return None
-        elapsed = (now or time.time()) - self.run_start_t
-        return max(0.0, (self.budget - self.trials) * elapsed / done)
+            return left
+        rate = max(0.0, (self.budget - self.trials) * (now - self.run_start_t) / done)
+        return rate if left is None else min(rate, left)
+
+    def trials_text(self) -> str:
+        """"trials 40/800", with the time budget's end while the search runs under one."""
+        text = f"trials {self.trials}/{self.budget}"
+        if self.deadline is not None and self.state in (ev.RUNNING, "starting", ev.PAUSED):
+            text += time.strftime(" or until %H:%M", time.localtime(self.deadline))
+        return text
 
     def elapsed_s(self, now: float | None = None) -> float | None:
         if self.run_start_t is None:

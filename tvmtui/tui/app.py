@@ -153,7 +153,7 @@ class TvmTuiApp(App):
     @work(thread=True, exclusive=True, group="start")
     def start_tuning(
         self, spec: str, shapes: list[str], trials: int, name: str | None, baselines: list[str],
-        device: str = "local",
+        device: str = "local", minutes: float | None = None,
     ) -> None:
         from tvmtui.sessions.launch import (
             create_session,
@@ -179,7 +179,8 @@ class TvmTuiApp(App):
                 target, fingerprint = resolved.target, resolved.fingerprint
                 dev = resolved.device.to_json()
             session = create_session(
-                self.root, name, workload, target, trials, {"baselines": baselines},
+                self.root, name, workload, target, trials,
+                {"baselines": baselines, "minutes": minutes},
                 device=dev, fingerprint=fingerprint,
             )
             from tvmtui.sessions.launch import same_chip_sessions

@@ -49,7 +49,7 @@ class SummaryBar(Static):
         self.update(
             f"[b]{escape(view.workload or '?')}[/b] @ {escape(target)}  "
             f"[{style}] {state} [/]  {escape(name)}\n"
-            f"trials {view.trials}/{view.budget}  best {fmt_ms(view.best_ms)} ms  "
+            f"{view.trials_text()}  best {fmt_ms(view.best_ms)} ms  "
             f"elapsed {fmt_hms(view.elapsed_s(now))}  ETA {fmt_hms(view.eta_s(now))}{extra}"
         )
 

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tvmtui.core import events as ev
 from tvmtui.sessions import store as st
 
 log = logging.getLogger("tvmtui.worker")
@@ -23,7 +24,13 @@ class Control:
     stop_reason: str = ""
     device_lost: bool = False  # the stop was the board (or its tracker) no longer answering
     paused: bool = False
+    deadline: float | None = None  # time.time() at which this run stops searching (--minutes)
     wake: threading.Condition = field(default_factory=threading.Condition)
+
+    def out_of_time(self) -> bool:
+        """This run's time budget is spent: no new search round starts, the one under way
+        ends at its next batch."""
+        return self.deadline is not None and time.time() >= self.deadline
 
     def set(self, **values) -> None:
         with self.wake:
@@ -64,6 +71,13 @@ class ControlThread(threading.Thread):
             c.set(paused=False)
         elif command == "stop":
             c.set(stop=True, stop_reason=arg or "stopped by user", paused=False)
+        elif command == "minutes":  # a new time budget, counted from now (0: none)
+            minutes = float(arg)
+            c.set(deadline=time.time() + 60.0 * minutes if minutes else None)
+            self.session.append(ev.NOTICE, {
+                "message": (f"time budget: searching stops {minutes:g} min from now"
+                            if minutes else "time budget removed"),
+                "deadline": c.deadline})
         elif command == "budget":
             c.set(budget=int(arg))
             self.session.set_meta(budget=int(arg))

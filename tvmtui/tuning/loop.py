@@ -27,7 +27,8 @@ class SearchLoop(TunerState):
         self._cold_pass()
         failures = 0
         idle: set[int] = set()  # tasks whose turn measured nothing: no turn of theirs again
-        while not self.control.stop and self.trials_total < self.control.budget:
+        while (not self.control.stop and self.trials_total < self.control.budget
+               and not self.control.out_of_time()):
             before = self.trials_total
             self.retire_losing_variants()
             ids = [i for i, t in enumerate(self.tasks) if not t.failed and i not in idle
@@ -215,7 +216,7 @@ class SearchLoop(TunerState):
             task = self.extracted[index]
             self.memory.quick_first = n == 0
             left = self.control.budget - self.trials_total
-            if self.control.stop or left <= 0:
+            if self.control.stop or left <= 0 or self.control.out_of_time():
                 break
             if self.tasks[index].failed:
                 continue
@@ -292,7 +293,7 @@ class SearchLoop(TunerState):
         # after this callback. An exhausted allowance makes the search end them instead.
         end = c.budget if self.turn_end is None else min(c.budget, self.turn_end)
         left = end - self.trials_total - self.memory.in_flight
-        self.memory.allowance = 0 if c.stop else max(0, left)
+        self.memory.allowance = 0 if c.stop or c.out_of_time() else max(0, left)
 
 
 def last_line(exc: Exception) -> str:

@@ -305,7 +305,9 @@ def run(session_path: Path) -> int:
         # threads (it assumes hyper-threading): 1 thread on a 2-vCPU machine, so every
         # candidate would be measured, and ranked, single-threaded.
         os.environ["TVM_NUM_THREADS"] = str(int(meta["target"].get("num-cores", 1)))
-    control = Control(budget=int(meta["budget"]))
+    minutes = (meta.get("options") or {}).get("minutes")
+    control = Control(budget=int(meta["budget"]),
+                      deadline=time.time() + 60.0 * float(minutes) if minutes else None)
     control_thread = ControlThread(session_path, control, after=session.last_command_id())
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     signal.signal(
@@ -322,6 +324,8 @@ def run(session_path: Path) -> int:
                 "graph_hash": meta["workload"]["graph_hash"],
                 "target": meta["target"],
                 "budget": control.budget,
+                "minutes": minutes,  # this run's time budget, None without one
+                "deadline": control.deadline,  # when its search stops (time.time())
                 "run": tuner.run_index,
                 "resumed": tuner.run_index > 0,
                 "prior_trials": tuner.prior_trials,
@@ -353,7 +357,9 @@ def run(session_path: Path) -> int:
             tuner.emit_notice(f"reuse skipped: {type(exc).__name__}: {exc}"[:ERROR_CHARS])
         final = tuner.tune()
         reason = control.stop_reason if final == ev.STOPPED else (
-            "budget reached" if tuner.trials_total >= control.budget else "search space exhausted"
+            "budget reached" if tuner.trials_total >= control.budget
+            else f"time budget reached ({minutes:g} min)" if control.out_of_time()
+            else "search space exhausted"
         )
         lost = {"device_lost": True} if control.device_lost else {}
         confirmed, best_ms = {}, tuner.estimate_ms()

@@ -61,6 +61,8 @@ class LaunchScreen(Screen):
                 with Horizontal(classes="row"):
                     yield Label("Trials ")
                     yield Input("64", id="trials", type="integer", compact=True)
+                    yield Label("or min ")
+                    yield Input(placeholder="none", id="minutes", type="number", compact=True)
                     yield Input(placeholder="session name", id="session-name", compact=True)
                 yield Label("Baselines to compare")
                 yield SelectionList(*_baseline_choices(), id="baselines", compact=True)
@@ -247,11 +249,16 @@ class LaunchScreen(Screen):
             trials = int(self.query_one("#trials", Input).value or 0)
         except ValueError:
             trials = 0
+        minutes_text = self.query_one("#minutes", Input).value.strip()
+        try:
+            minutes = float(minutes_text) if minutes_text else None
+        except ValueError:
+            minutes = -1.0  # refused by start_tuning, with the reason
         name = self.query_one("#session-name", Input).value.strip() or None
         baselines = list(self.query_one("#baselines", SelectionList).selected)
         devices = self.query_one("#devices", OptionList)
         device = devices.get_option_at_index(devices.highlighted or 0).id or "local"
-        studio(self).start_tuning(spec, shapes, trials, name, baselines, device)
+        studio(self).start_tuning(spec, shapes, trials, name, baselines, device, minutes)
 
 
 def _baseline_choices() -> list[tuple[str, str, bool]]:
