@@ -9,6 +9,7 @@ import onnx
 import pytest
 
 from tests.user_models import (
+    batch_matmul_tflite,
     constant_gather_onnx,
     dynamically_quantized_onnx,
     int8_strided_slice_tflite,
@@ -75,6 +76,15 @@ def test_a_kernel_indexed_by_a_constant_measures(cli, tmp_path):
         assert task["trials"] and not task.get("run_errors"), task
         assert task["best_ms"] is not None, task
     assert shown["best_ms"] is not None
+
+
+def test_tflite_batch_matmuls_tune_and_pass_parity_against_litert(cli, tmp_path):
+    """TVM's stock BATCH_MATMUL converter failed on every such operator (it reads shapes
+    from `expr.ty`); tvmtui's imports them: broadcast, adj_x and adj_y."""
+    path = tmp_path / "batch_matmuls.tflite"
+    path.write_bytes(batch_matmul_tflite())
+    row = _tune_and_bench(cli, path, "batch-matmuls", "tflite")
+    assert row["parity"]["passed"], row["parity"]
 
 
 def test_stock_frontend_still_fails_on_densify_then_dequantize(tmp_path):

@@ -317,3 +317,20 @@ def if_branch_tflite(inputs: int = 24, outputs: int = 5) -> bytes:
         g.inputs, g.outputs, g.name = args, [out], name
     model.subgraphs = [main, then, other]
     return pack_model(model)
+
+
+def batch_matmul_tflite() -> bytes:
+    """BATCH_MATMULs as audio front ends write them (openWakeWord's melspectrogram): a
+    batch of frames times a shared constant matrix, a Gram matrix (adj_y) and a product
+    with the first operand transposed (adj_x); odd sizes."""
+    rng = np.random.default_rng(11)
+    net = TfliteNet("batch_matmuls", [1, 5, 7])
+
+    def matmul(a: str, b: str, out: list[int], adj_x: bool = False, adj_y: bool = False) -> str:
+        opts = net._options("BatchMatMulOptions", adjX=adj_x, adjY=adj_y)
+        return net._op("BATCH_MATMUL", [a, b], out, opts, "BatchMatMulOptions")
+
+    w = net._const((rng.standard_normal((7, 6)) / 3).astype(np.float32), "w")
+    frames = matmul("input", w, [1, 5, 6])
+    gram = matmul("input", "input", [1, 5, 5], adj_y=True)
+    return net.finish(matmul(frames, gram, [1, 6, 5], adj_x=True))

@@ -148,6 +148,28 @@ def tflite_converter():
         def convert_bidirectional_sequence_lstm(self, op):
             return sequence_lstm(self, op, bidirectional=True)
 
+        def convert_batch_matmul(self, op):
+            # Stock reads operand shapes from `expr.ty`, which has none ("'Type' object has
+            # no attribute 'shape'"): every BATCH_MATMUL failed. relax.op.matmul broadcasts
+            # batch dimensions as TFLite does; adj_x / adj_y swap the last two axes.
+            from tflite.BatchMatMulOptions import BatchMatMulOptions
+
+            if self.is_quantized(op):
+                raise NotImplementedError("quantized BATCH_MATMUL")
+            options = BatchMatMulOptions()
+            raw = op.BuiltinOptions()
+            options.Init(raw.Bytes, raw.Pos)
+            operands = []
+            for tensor, adjoint in zip(self.get_input_tensors(op),
+                                       (options.AdjX(), options.AdjY()), strict=True):
+                expr = self.get_expr(tensor.tensor_idx)
+                if adjoint:
+                    rank = tensor.tensor.ShapeLength()
+                    expr = relax.op.permute_dims(
+                        expr, [*range(rank - 2), rank - 1, rank - 2])
+                operands.append(expr)
+            return relax.op.matmul(*operands)
+
         def convert_expand_dims(self, op):
             # Stock passes a third argument relax.op.expand_dims does not take.
             data, axis = self.get_input_tensors(op)
