@@ -185,6 +185,26 @@ def test_a_time_budget_ends_the_search_then_confirms_and_resume_can_drop_it(cli)
     assert cli.session("t").count_events("trial") == n + 4
 
 
+def test_a_time_budget_spent_early_still_completes_one_variant(cli):
+    """Out of time before every task was measured (here, before the first): the search
+    measures the tasks of the variant nearest to complete, then ends; export never builds
+    a variant with untuned kernels. NudeNet's 10 minutes ended in its cold pass and its
+    export ran 30x slower than the 800-trial session's."""
+    tuned = cli.run("tune", "dwconv:D9", "--trials", "100000", "--minutes", "0.01",
+                    "--session", "early", "--json")
+    assert tuned.returncode == 0, tuned.stderr
+    events = cli.json_lines(tuned.stdout)
+    assert events[-1]["reason"] == "time budget reached (0.01 min)"
+    shown = json.loads(cli.run("sessions", "show", "early", "--json").stdout)
+    chosen = shown["variant"]
+    assert shown["best_ms"] is not None and shown["variants_ms"][chosen] is not None
+    run = [t for t in shown["tasks"] if chosen in t["weights"]]
+    assert all(t["best_ms"] is not None for t in run)
+    # ... and no more: the other variants' own tasks were never measured.
+    assert len(shown["variants_ms"]) > 1
+    assert any(t["trials"] == 0 for t in shown["tasks"] if chosen not in t["weights"])
+
+
 def test_attach_from_a_second_process_sees_every_trial_in_order(cli):
     started = cli.run("tune", "dwconv:D9", "--trials", "32", "--session", "live", "--detach")
     assert started.returncode == 0, started.stderr

@@ -28,7 +28,7 @@ class SearchLoop(TunerState):
         failures = 0
         idle: set[int] = set()  # tasks whose turn measured nothing: no turn of theirs again
         while (not self.control.stop and self.trials_total < self.control.budget
-               and not self.control.out_of_time()):
+               and not self._time_up()):
             before = self.trials_total
             self.retire_losing_variants()
             ids = [i for i, t in enumerate(self.tasks) if not t.failed and i not in idle
@@ -216,10 +216,11 @@ class SearchLoop(TunerState):
             task = self.extracted[index]
             self.memory.quick_first = n == 0
             left = self.control.budget - self.trials_total
-            if self.control.stop or left <= 0 or self.control.out_of_time():
+            if self.control.stop or left <= 0 or self._time_up():
                 break
-            if self.tasks[index].failed:
-                continue
+            if self.tasks[index].failed or self.control.out_of_time() and \
+                    self._nearest_variant() not in self.tasks[index].info.weights:
+                continue  # out of time: only what completes a variant's estimate
             size = min(left, size)
             self.memory.allowance, self.memory.in_flight = size, 0
             self.memory.cold_batches = 1
@@ -293,7 +294,26 @@ class SearchLoop(TunerState):
         # after this callback. An exhausted allowance makes the search end them instead.
         end = c.budget if self.turn_end is None else min(c.budget, self.turn_end)
         left = end - self.trials_total - self.memory.in_flight
-        self.memory.allowance = 0 if c.stop or c.out_of_time() else max(0, left)
+        self.memory.allowance = 0 if c.stop or self._time_up() else max(0, left)
+
+    def _time_up(self) -> bool:
+        """The time budget is spent and the search may end: once a variant has a complete
+        estimate (each of its tasks measured), or export would build untuned kernels."""
+        return self.control.out_of_time() and self.estimate_ms() is not None
+
+    def _nearest_variant(self) -> str | None:
+        """The variant fewest of whose tasks are still unmeasured (the stock one first on
+        a tie): what the cold pass completes once the time budget is spent."""
+        from tvmtui.tuning.estimate import DEFAULT_VARIANT
+
+        missing: dict[str, int] = {}
+        for task in self.tasks:
+            for variant in task.info.weights:
+                missing[variant] = missing.get(variant, 0) + (
+                    task.best_s is None and not task.failed)
+        if not missing:
+            return None
+        return min(missing, key=lambda v: (missing[v], v != DEFAULT_VARIANT))
 
 
 def last_line(exc: Exception) -> str:
