@@ -211,6 +211,41 @@ def test_half_blocks_that_would_meet_full_ones_stay_in_nchw(variant):
         assert plan.rewritten >= 2  # the 64-channel layer, and a 24-channel one
 
 
+def hard_swish_net(shape) -> bytes:
+    """A depthwise 3x3 layer with PaddlePaddle's hard-swish, `x * relu6(x + 3) / 6`, then
+    a division by a per-channel constant."""
+    rng = np.random.default_rng(8)
+    c = shape[1]
+    inits = [numpy_helper.from_array((rng.standard_normal((c, 1, 3, 3)) / 3).astype(np.float32),
+                                     "w"),
+             numpy_helper.from_array(np.array(3.0, np.float32), "three"),
+             numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+             numpy_helper.from_array(np.array(6.0, np.float32), "six"),
+             numpy_helper.from_array((rng.random((1, c, 1, 1)) + 0.5).astype(np.float32), "d")]
+    nodes = [helper.make_node("Conv", ["input", "w"], ["y"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1], group=c),
+             helper.make_node("Add", ["y", "three"], ["y3"]),
+             helper.make_node("Clip", ["y3", "zero", "six"], ["r6"]),
+             helper.make_node("Mul", ["y", "r6"], ["m"]),
+             helper.make_node("Div", ["m", "six"], ["hs"]),
+             helper.make_node("Div", ["hs", "d"], ["output"])]
+    return _onnx(nodes, "hard_swish", shape, list(shape), inits)
+
+
+@pytest.mark.parametrize("variant", ["nchw", "nchwc"])
+def test_divisions_by_constants_are_multiplications_from_revision_23(variant):
+    from tvmtui.graph.simplify import simplified
+
+    shape = (1, 16, 9, 11)
+    model = hard_swish_net(shape)
+    base = load_relax("onnx", model, {"input": list(shape)})
+    assert str(simplified(base)).count("R.divide") == 2
+    assert "R.divide" not in str(simplified(base, reciprocals=True))
+    for revision in (22, 23):
+        err, _ = _run_variant(model, shape, variant, revision=revision)
+        assert err < 1e-5, (revision, err)
+
+
 def test_tflite_clip_becomes_max_min():
     from tvm import relax
 

@@ -56,4 +56,6 @@ records it (`options.rewrite`), with what each revision changed."""
 # 22: a float convolution whose output channels divide by half the block but not by the
 # block (24, 40, 72, 120 on AVX-512) is blocked by that half (`variants._half_block`)
 # instead of staying in NCHW: MobileNet-style models' 24-channel layers had run unblocked.
-REWRITE_REVISION = 22
+# 23: a float graph's division by a constant is a multiplication by its reciprocal
+# (`simplify.py`): PaddlePaddle's hard-swish divided every activation by 6.
+REWRITE_REVISION = 23

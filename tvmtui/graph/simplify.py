@@ -6,7 +6,14 @@ openWakeWord's embedding model (a Keras model through tf2onnx) clips each activa
 tensor twice the activation's size written and reduced per layer, and a 5-D stack that
 TVM's ConvertLayout cannot infer a layout for, so the graph lost its blocked variants.
 Here that is `maximum(x, c)` (`c` a scalar when all its values are equal), and a
-`broadcast_to` a tensor's own shape is the tensor."""
+`broadcast_to` a tensor's own shape is the tensor.
+
+From revision 23, a float graph's division by a constant is a multiplication by its
+reciprocal (within an ulp): PaddlePaddle writes hard-swish as `x * relu6(x + 3) / 6`, and
+LLVM keeps an exact division as it is; a vector division has a small fraction of a
+multiply's throughput, which a depthwise layer's few multiply-adds per output do not hide.
+Integer graphs keep their divisions: their quantize divides by the scale exactly as
+TFLite's reference kernels do."""
 
 from __future__ import annotations
 
@@ -16,19 +23,35 @@ from tvmtui.graph.passes import each_call
 _PAIRWISE = {"relax.max": "maximum", "relax.min": "minimum"}
 
 
-def simplified(mod):
-    """`mod` with the patterns above rewritten."""
-    return each_call(mod, _simpler)
+def simplified(mod, reciprocals: bool = False):
+    """`mod` with the patterns above rewritten; `reciprocals`: its divisions by constants
+    too (revision 23, float graphs)."""
+    def simpler(call, lookup, emit):
+        name = getattr(call.op, "name", "")
+        new = None
+        if name == "relax.broadcast_to":
+            new = _same_shape(call)
+        elif name in _PAIRWISE:
+            new = _pairwise(call, lookup)
+        elif name == "relax.divide" and reciprocals:
+            new = _reciprocal(call)
+        return call if new is None else new
+
+    return each_call(mod, simpler)
 
 
-def _simpler(call, lookup, emit):
-    name = getattr(call.op, "name", "")
-    new = None
-    if name == "relax.broadcast_to":
-        new = _same_shape(call)
-    elif name in _PAIRWISE:
-        new = _pairwise(call, lookup)
-    return call if new is None else new
+def _reciprocal(call):
+    """`x * (1 / c)` for a float32 `x / c`, c a constant of finite non-zero values; else
+    None."""
+    import numpy as np
+    from tvm import relax
+
+    value = constant_value(call.args[1])
+    if value is None or value.dtype != np.float32 or str(call.ty.dtype) != "float32" or \
+            not np.all(np.isfinite(value)) or np.any(value == 0):
+        return None
+    inverse = (1.0 / value.astype(np.float64)).astype(np.float32)
+    return relax.op.multiply(call.args[0], relax.const(inverse, "float32"))
 
 
 def _same_shape(call):
