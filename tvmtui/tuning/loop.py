@@ -33,6 +33,10 @@ class SearchLoop(TunerState):
             self.retire_losing_variants()
             ids = [i for i, t in enumerate(self.tasks) if not t.failed and i not in idle
                    and self.task_keys.get(i) not in self.memory.retired | self.memory.exhausted]
+            if self.control.out_of_time():  # and no variant complete (see _time_up): only
+                near = self._nearest_variant()  # its unmeasured tasks, then the end
+                ids = [i for i in ids if self.tasks[i].best_s is None
+                       and near in self.tasks[i].info.weights]
             picked, batches = self._turn(ids)
             if not picked:
                 return ev.FINISHED
