@@ -253,7 +253,8 @@ class LaunchScreen(Screen):
         try:
             minutes = float(minutes_text) if minutes_text else None
         except ValueError:
-            minutes = -1.0  # refused by start_tuning, with the reason
+            self.notify(f"minutes: {minutes_text!r} is not a number of minutes", severity="error")
+            return
         name = self.query_one("#session-name", Input).value.strip() or None
         baselines = list(self.query_one("#baselines", SelectionList).selected)
         devices = self.query_one("#devices", OptionList)
