@@ -14,6 +14,7 @@ from tests.user_models import (
     dynamically_quantized_onnx,
     int8_strided_slice_tflite,
     padded_residual_onnx,
+    prelu_tflite,
     shape_reshape_onnx,
     small_cnn_tflite,
     with_float16_weights,
@@ -84,6 +85,40 @@ def test_tflite_batch_matmuls_tune_and_pass_parity_against_litert(cli, tmp_path)
     path = tmp_path / "batch_matmuls.tflite"
     path.write_bytes(batch_matmul_tflite())
     row = _tune_and_bench(cli, path, "batch-matmuls", "tflite")
+    assert row["parity"]["passed"], row["parity"]
+
+
+def test_tflite_prelus_fuse_into_their_convolutions_and_pass_parity_against_litert(cli,
+                                                                                 tmp_path):
+    """From revision 24 a float PRELU is max(x, 0) + alpha * min(x, 0): no kernel of its own
+    (TVM's converter flattened it, alpha broadcast to the activation's size), in the stock
+    and the blocked variant, and the tuned library matches LiteRT."""
+    import tvm
+    from tvm import relax
+
+    from tvmtui.graph.relax_import import load_relax
+    from tvmtui.graph.variants import prepare
+
+    data = prelu_tflite()
+    target = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+
+    def kernels(revision: int, variant: str) -> list[str]:
+        mod = load_relax("tflite", data, {"input": [1, 9, 11, 6]}, revision)
+        mod, _ = prepare(mod, target, variant, revision=revision)
+        fused = relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
+        return [g.name_hint for g, f in fused.functions.items()
+                if g.name_hint.startswith("fused_") or "prelu" in g.name_hint]
+
+    for variant in ("nchw", "nchwc"):
+        before, after = kernels(23, variant), kernels(24, variant)
+        assert any("prelu" in name for name in before), before
+        assert not any("prelu" in name for name in after), after
+        # Each of the three PReLUs is in the kernel of the convolution before it.
+        fused_in = [name for name in after if "conv2d" in name and "maximum" in name]
+        assert len(fused_in) == 3, after
+    path = tmp_path / "prelu.tflite"
+    path.write_bytes(data)
+    row = _tune_and_bench(cli, path, "prelu", "tflite")
     assert row["parity"]["passed"], row["parity"]
 
 

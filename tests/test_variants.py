@@ -246,6 +246,52 @@ def test_divisions_by_constants_are_multiplications_from_revision_23(variant):
         assert err < 1e-5, (revision, err)
 
 
+def prelu_net(shape) -> bytes:
+    """A convolution, then ONNX PRelu with a per-channel slope (some negative, some above
+    1), then a 1x1 convolution to 12 channels (no multiple of the block)."""
+    rng = np.random.default_rng(24)
+    c = shape[1]
+    inits = [numpy_helper.from_array((rng.standard_normal((32, c, 3, 3)) / 3).astype(np.float32),
+                                     "w"),
+             numpy_helper.from_array(rng.uniform(-0.5, 1.5, (32, 1, 1)).astype(np.float32),
+                                     "slope"),
+             numpy_helper.from_array((rng.standard_normal((12, 32, 1, 1)) / 3).astype(np.float32),
+                                     "w2")]
+    nodes = [helper.make_node("Conv", ["input", "w"], ["y"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("PRelu", ["y", "slope"], ["p"]),
+             helper.make_node("Conv", ["p", "w2"], ["output"], kernel_shape=[1, 1])]
+    return _onnx(nodes, "prelu", shape, [shape[0], 12, *shape[2:]], inits)
+
+
+@pytest.mark.parametrize("variant", ["nchw", "nchwc"])
+def test_prelus_are_elementwise_from_revision_24(variant):
+    """ConvertLayout infers no layout for nn.prelu: until revision 23 the blocked variant
+    ran it as a kernel between two layout transforms; from 24 it is in the convolution's
+    kernel, in every variant, and exact."""
+    from tvm import relax
+
+    tvm, target = _target()
+    shape = (1, 12, 9, 11)
+    model = prelu_net(shape)
+
+    def kernels(revision: int) -> list[str]:
+        base = load_relax("onnx", model, {"input": list(shape)}, revision)
+        mod, _ = gv.prepare(base, target, variant, revision=revision)
+        fused = relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
+        return [g.name_hint for g, f in fused.functions.items()
+                if isinstance(f, relax.Function) and g.name_hint != "main"]
+
+    if variant == "nchwc":
+        assert any("transform" in name and "prelu" in name for name in kernels(23))
+    fused = kernels(24)
+    assert not any("prelu" in name for name in fused), fused
+    assert any("conv2d" in name and "maximum" in name for name in fused), fused
+    for revision in (23, 24):
+        err, _ = _run_variant(model, shape, variant, revision=revision)
+        assert err < 1e-5, (revision, err)
+
+
 def test_tflite_clip_becomes_max_min():
     from tvm import relax
 

@@ -334,3 +334,23 @@ def batch_matmul_tflite() -> bytes:
     frames = matmul("input", w, [1, 5, 6])
     gram = matmul("input", "input", [1, 5, 5], adj_y=True)
     return net.finish(matmul(frames, gram, [1, 6, 5], adj_x=True))
+
+
+def prelu_tflite() -> bytes:
+    """PReLUs as MediaPipe's face and palm models write them: after a convolution (alpha
+    shaped (1, 1, C)), after a depthwise one (alpha (C,)) and after a residual add; some
+    alphas negative, some above 1; odd channel counts."""
+    rng = np.random.default_rng(24)
+    net = TfliteNet("prelu", [1, 6, 9, 11])
+
+    def prelu(x: str, shape: tuple[int, ...]) -> str:
+        alpha = net._const(rng.uniform(-0.5, 1.5, shape).astype(np.float32), "alpha")
+        return net._op("PRELU", [x, alpha], net.shapes[x])
+
+    def weights(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.4).astype(np.float32)
+
+    x = prelu(net.conv("input", weights(12, 6, 3, 3), weights(12), pad=1), (1, 1, 12))
+    y = prelu(net.conv(x, weights(12, 1, 3, 3), weights(12), pad=1, groups=12), (12,))
+    y = prelu(net.add(net.conv(y, weights(12, 12, 1, 1), weights(12)), x), (1, 1, 12))
+    return net.finish(net.conv(y, weights(7, 12, 1, 1), weights(7)))

@@ -16,9 +16,10 @@ def model_to_relax(fmt: str, model_bytes: bytes, input_shapes: dict[str, list[in
     """A session's model (ONNX or TFLite bytes) -> Relax IRModule in inference form;
     `revision` as in `variants.REWRITE_REVISION` (from 2, clips are Relax max/min; from 14,
     quantized TFLite layers compute in integers, `integer.py`, and the module's attribute
-    `INTEGER_ATTR` says which; 15 rounds their fully connected layers as LiteRT does)."""
+    `INTEGER_ATTR` says which; 15 rounds their fully connected layers as LiteRT does; 24
+    writes a float PRELU as elementwise operators, `tflite_converter`)."""
     if fmt == "tflite":
-        mod = tflite_to_relax(model_bytes, input_shapes)
+        mod = tflite_to_relax(model_bytes, input_shapes, revision)
         if revision >= 14:
             from tvmtui.graph.integer import INTEGER_ATTR, lower_integer
 
@@ -96,7 +97,8 @@ def _onnx_clip():
     return Clip
 
 
-def tflite_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
+def tflite_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]],
+                    revision: int = REWRITE_REVISION):
     """TFLite bytes -> Relax (sparse and float16 weights made plain first), with the layout
     fix TRANSPOSE_CONV needs to build."""
     import tflite
@@ -108,7 +110,7 @@ def tflite_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
 
     model = tflite.Model.GetRootAsModel(normalize_tflite(model_bytes), 0)
     mod = from_tflite(model, shape_dict={k: tuple(v) for k, v in input_shapes.items()},
-                      op_converter=tflite_converter())
+                      op_converter=tflite_converter(revision))
     return tvm.transform.Sequential(
         [
             relax.transform.ConvertLayout({"relax.nn.conv2d_transpose": ["NCHW", "IOHW"]}),
@@ -118,14 +120,15 @@ def tflite_to_relax(model_bytes: bytes, input_shapes: dict[str, list[int]]):
     )(mod)
 
 
-def tflite_converter():
+def tflite_converter(revision: int = REWRITE_REVISION):
     """TVM's TFLite operator converter with its defects met so far fixed (README: "TVM
-    frontend defects")."""
+    frontend defects"); from `revision` 24 a float PRELU is elementwise operators."""
     import numpy as np
     from tvm import relax
     from tvm.relax.frontend.tflite.tflite_frontend import OperatorConverter
 
     from tvmtui.graph.recurrent_tflite import sequence_lstm
+    from tvmtui.graph.simplify import elementwise_prelu
 
     class Converter(OperatorConverter):
         # Stock refuses int8 PAD and TRANSPOSE although its converters are right for them
@@ -169,6 +172,18 @@ def tflite_converter():
                         expr, [*range(rank - 2), rank - 1, rank - 2])
                 operands.append(expr)
             return relax.op.matmul(*operands)
+
+        def convert_prelu(self, op):
+            # Stock flattens the input and broadcasts alpha to its full size (a constant as
+            # large as the activation), and the reshapes around the flat PReLU keep it out
+            # of the convolution before it: a kernel and two passes over memory of its own
+            # (15% of face_landmark's time). max(x, 0) + alpha * min(x, 0) is exact and
+            # fuses into the convolution's epilogue.
+            if revision < 24 or self.is_quantized(op):
+                return super().convert_prelu(op)
+            data, alpha = self.get_input_tensors(op)
+            x = self.bb.normalize(self.get_tensor_expr(data))
+            return elementwise_prelu(x, self.get_tensor_expr(alpha))
 
         def convert_expand_dims(self, op):
             # Stock passes a third argument relax.op.expand_dims does not take.

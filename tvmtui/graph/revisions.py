@@ -58,4 +58,7 @@ records it (`options.rewrite`), with what each revision changed."""
 # instead of staying in NCHW: MobileNet-style models' 24-channel layers had run unblocked.
 # 23: a float graph's division by a constant is a multiplication by its reciprocal
 # (`simplify.py`): PaddlePaddle's hard-swish divided every activation by 6.
-REWRITE_REVISION = 23
+# 24: a float TFLite PRELU is max(x, 0) + alpha * min(x, 0) (`relax_import`), which fuses
+# into the convolution before it; TVM's converter flattened the input and broadcast alpha
+# to its full size, a kernel of its own reading a constant as large as the activation.
+REWRITE_REVISION = 24

@@ -13,7 +13,12 @@ reciprocal (within an ulp): PaddlePaddle writes hard-swish as `x * relu6(x + 3) 
 LLVM keeps an exact division as it is; a vector division has a small fraction of a
 multiply's throughput, which a depthwise layer's few multiply-adds per output do not hide.
 Integer graphs keep their divisions: their quantize divides by the scale exactly as
-TFLite's reference kernels do."""
+TFLite's reference kernels do.
+
+From revision 24, a float PReLU (ONNX `PRelu`) is `max(x, 0) + alpha * min(x, 0)`, alpha
+shaped to broadcast along its axis: exact, and elementwise operators a blocked layout
+passes through; TVM's ConvertLayout infers none for `nn.prelu`, so each one unblocked its
+input and ran as a kernel of its own between two layout transforms."""
 
 from __future__ import annotations
 
@@ -23,9 +28,10 @@ from tvmtui.graph.passes import each_call
 _PAIRWISE = {"relax.max": "maximum", "relax.min": "minimum"}
 
 
-def simplified(mod, reciprocals: bool = False):
+def simplified(mod, reciprocals: bool = False, prelus: bool = False):
     """`mod` with the patterns above rewritten; `reciprocals`: its divisions by constants
-    too (revision 23, float graphs)."""
+    too (revision 23, float graphs); `prelus`: its PReLUs as elementwise operators
+    (revision 24)."""
     def simpler(call, lookup, emit):
         name = getattr(call.op, "name", "")
         new = None
@@ -35,6 +41,8 @@ def simplified(mod, reciprocals: bool = False):
             new = _pairwise(call, lookup)
         elif name == "relax.divide" and reciprocals:
             new = _reciprocal(call)
+        elif name == "relax.nn.prelu" and prelus:
+            new = elementwise_prelu(call.args[0], call.args[1], int(call.attrs.axis))
         return call if new is None else new
 
     return each_call(mod, simpler)
@@ -52,6 +60,30 @@ def _reciprocal(call):
         return None
     inverse = (1.0 / value.astype(np.float64)).astype(np.float32)
     return relax.op.multiply(call.args[0], relax.const(inverse, "float32"))
+
+
+def elementwise_prelu(x, alpha, axis: int | None = None):
+    """`max(x, 0) + alpha * min(x, 0)` for a float `x` (exact: each term is x, 0 or alpha *
+    x); with `axis`, the 1-D `alpha` is reshaped to broadcast along it. None for an integer
+    `x` or a shape not known."""
+    from tvm import relax
+
+    dtype = str(x.ty.dtype)
+    if not dtype.startswith("float"):
+        return None
+    if axis is not None:
+        shape = getattr(x.ty, "shape", None)
+        if shape is None:
+            return None
+        rank = len(shape)
+        broadcast = [1] * rank
+        broadcast[axis % rank] = -1
+        value = constant_value(alpha)
+        alpha = relax.op.reshape(alpha, broadcast) if value is None else \
+            relax.const(value.reshape(broadcast), str(value.dtype))
+    zero = relax.const(0.0, dtype)
+    return relax.op.add(relax.op.maximum(x, zero),
+                        relax.op.multiply(relax.op.minimum(x, zero), alpha))
 
 
 def _same_shape(call):

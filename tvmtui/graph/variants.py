@@ -339,7 +339,8 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
     if revision >= 19:
         from tvmtui.graph.simplify import simplified
 
-        mod = simplified(mod, reciprocals=revision >= 23 and integer is None)
+        mod = simplified(mod, reciprocals=revision >= 23 and integer is None,
+                         prelus=revision >= 24)
     pads: list = []  # pads a depthwise conv absorbs (revision 20)
     if variant == "nchwc":
         mod = _blocked(mod, block, plan, revision)
