@@ -292,6 +292,22 @@ def test_prelus_are_elementwise_from_revision_24(variant):
         assert err < 1e-5, (revision, err)
 
 
+def test_softmax_exp_is_the_polynomial_form_from_revision_25():
+    """YOLOv8's box decoding: a softmax over 16 bins (axis 1 of 1x16x4xN, odd N). From
+    revision 25 its exp is TOPI's polynomial, no libm call per value; it matches ONNX
+    Runtime either way."""
+    shape = (1, 16, 4, 35)
+    model = _onnx([helper.make_node("Softmax", ["input"], ["output"], axis=1)], "softmax",
+                  shape, list(shape), [])
+    tvm, target = _target()
+    base = load_relax("onnx", model, {"input": list(shape)})
+    for revision, calls_exp in ((24, True), (25, False)):
+        mod, _ = gv.prepare(base, target, "nchw", revision=revision)
+        assert ("T.exp(" in mod.script()) == calls_exp, revision
+        err, _ = _run_variant(model, shape, "nchw", revision=revision)
+        assert err < 1e-6, (revision, err)
+
+
 def test_tflite_clip_becomes_max_min():
     from tvm import relax
 

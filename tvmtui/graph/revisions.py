@@ -61,4 +61,6 @@ records it (`options.rewrite`), with what each revision changed."""
 # 24: a float TFLite PRELU is max(x, 0) + alpha * min(x, 0) (`relax_import`), which fuses
 # into the convolution before it; TVM's converter flattened the input and broadcast alpha
 # to its full size, a kernel of its own reading a constant as large as the activation.
-REWRITE_REVISION = 24
+# 25: a float32 softmax computes its exp with TOPI's polynomial form (`fastmath.py`), as
+# sigmoid and tanh do from 6: TOPI's softmax called libm once per value.
+REWRITE_REVISION = 25

@@ -377,7 +377,7 @@ def prepare(mod, target, variant: str = DEFAULT, tolerance: float = 1e-4,
     if revision >= 6:
         from tvmtui.graph import fastmath
 
-        legalize_map.update(fastmath.legalizations())
+        legalize_map.update(fastmath.legalizations(softmax=revision >= 25))
     if revision >= 7:
         legalize_map["relax.layout_transform"] = functools.partial(
             _legalize_layout_transform, views=revision >= 8)
