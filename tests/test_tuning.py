@@ -404,3 +404,30 @@ def test_user_onnx_with_two_tasks_keeps_the_budget_and_exports_correct_code(cli,
     x = rng.standard_normal((4, 64)).astype(np.float32)
     np.testing.assert_allclose(_run_module(str(tmp_path / "mlp.so"), x), reference(x),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_a_build_slower_than_ten_times_the_slowest_recent_ones_is_given_up_sooner():
+    """The builder's timeout is the configured one until it has seen 16 builds, then ten
+    times the slowest tenth of them (at least TIMEOUT_FLOOR_S): one candidate that made
+    LLVM run for a minute had held a build process for the whole 60 s."""
+    import tvm
+    from tvm import te
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+    from tvmtui.tuning.builder import TIMEOUT_FLOOR_S, PersistentBuilder
+
+    a = te.placeholder((64,), name="a")
+    b = te.compute((64,), lambda i: a[i] + 1.0, name="b")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, b])})
+    builder = PersistentBuilder(max_workers=2, timeout_sec=60.0)
+    try:
+        assert builder.batch_timeout() == 60.0
+        target = tvm.target.Target({"kind": "llvm"})
+        results = builder.build([BuilderInput(mod, target) for _ in range(16)])
+        assert all(r.error_msg is None for r in results), results[0].error_msg
+        assert len(builder.recent) == 16 and max(builder.recent) < TIMEOUT_FLOOR_S / 10
+        assert builder.batch_timeout() == TIMEOUT_FLOOR_S
+        builder.recent.extend([5.0] * 16)  # builds of 5 s: 50 s, still under the cap
+        assert builder.batch_timeout() == pytest.approx(50.0)
+    finally:
+        builder.shutdown()

@@ -9,8 +9,10 @@ function imports only what compiling needs, and each result carries its build ti
 from __future__ import annotations
 
 import os
+import statistics
 import tempfile
 import time
+from collections import deque
 
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.builder import BuilderInput, BuilderResult, PyBuilder
@@ -42,6 +44,15 @@ def _warm_up() -> None:
     import tvm.s_tir.transform  # noqa: F401
 
 
+# A candidate still building after this many times the slowest tenth of recent builds
+# (and after TIMEOUT_FLOOR_S) is given up: a schedule that makes LLVM run for a minute
+# (seen: a face detector's head convolution, most of whose candidates built in 6-11 s)
+# had held one of the two build processes for the whole 60 s timeout.
+TIMEOUT_SPREAD = 10.0
+TIMEOUT_FLOOR_S = 20.0
+RECENT_BUILDS = 128
+
+
 @derived_object
 class PersistentBuilder(PyBuilder):
     """Builds candidates in a long-lived pool; remembers how long each build took."""
@@ -52,6 +63,7 @@ class PersistentBuilder(PyBuilder):
         self.timeout_sec = timeout_sec
         self.build_seconds: dict[str, float] = {}
         self.timeout_seconds_lost = 0.0
+        self.recent: deque[float] = deque(maxlen=RECENT_BUILDS)  # seconds of recent builds
         self.last_batch_s = 0.0
         self.last_batch_end = 0.0
         self.pool = PopenPoolExecutor(
@@ -61,20 +73,29 @@ class PersistentBuilder(PyBuilder):
         for _ in range(max_workers):
             self.pool.submit(_warm_up)
 
+    def batch_timeout(self) -> float:
+        """Seconds a candidate of the next batch may take to build: the configured timeout,
+        or less once recent builds show how long a build takes here (see TIMEOUT_SPREAD)."""
+        if len(self.recent) < 16:
+            return self.timeout_sec
+        slow = statistics.quantiles(self.recent, n=10)[-1]
+        return min(self.timeout_sec, max(TIMEOUT_FLOOR_S, TIMEOUT_SPREAD * slow))
+
     def build(self, build_inputs: list[BuilderInput]) -> list[BuilderResult]:
         start = time.perf_counter()
         results = []
+        timeout = self.batch_timeout()
+        self.pool._timeout = timeout  # read by each submit (PopenPoolExecutor has no setter)
         jobs = [(inp.mod, inp.target) for inp in build_inputs]
         for res in self.pool.map_with_error_catching(lambda job: _build_and_export(*job), jobs):
             if res.status == StatusKind.COMPLETE:
                 artifact, seconds = res.value
                 self.build_seconds[artifact] = seconds
+                self.recent.append(seconds)
                 results.append(BuilderResult(artifact, None))
             elif res.status == StatusKind.TIMEOUT:
-                self.timeout_seconds_lost += self.timeout_sec
-                results.append(
-                    BuilderResult(None, f"build timeout: killed after {self.timeout_sec:.0f} s")
-                )
+                self.timeout_seconds_lost += timeout
+                results.append(BuilderResult(None, f"build timeout: killed after {timeout:.0f} s"))
             else:
                 results.append(BuilderResult(None, f"build error: {res.value}"))
         self.last_batch_end = time.perf_counter()

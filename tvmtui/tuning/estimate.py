@@ -184,16 +184,19 @@ def stakes(tasks: list[tuple[dict[str, int], float | None]], leader: str | None)
 
 
 def next_turn(stake: list[float], trials: list[int], batch: int,
-              slots: int = TURN_TASKS) -> tuple[list[int], int]:
+              slots: int = TURN_TASKS, cost: list[float] | None = None) -> tuple[list[int], int]:
     """The tasks (indices into `stake`) of the next tuning call and the batches it measures
-    in all. Stride picks: the task with the fewest (trials + 1) / stake goes next and counts
-    a batch more, up to `slots` picks; the turn ends at a task picked already, except that a
-    task picked again and again from the start takes those batches alone."""
+    in all. Stride picks: the task with the fewest (trials + 1) * cost / stake goes next and
+    counts a batch more, up to `slots` picks; the turn ends at a task picked already, except
+    that a task picked again and again from the start takes those batches alone. `cost`:
+    what a trial of each task takes (1 each when None), so that under a time budget each
+    task's share of the time, not of the trials, follows its stake."""
     had = list(trials)
+    unit = cost or [1.0] * len(stake)
     live = [i for i, s in enumerate(stake) if s > 0]
     picks: list[int] = []
     for _ in range(slots if live else 0):
-        i = min(live, key=lambda k: ((had[k] + 1) / stake[k], k))
+        i = min(live, key=lambda k: ((had[k] + 1) * unit[k] / stake[k], k))
         if picks and set(picks) != {i} and (i in picks or len(picks) > len(set(picks))):
             break  # a task comes round again, or another follows one task's run alone
         picks.append(i)
