@@ -308,6 +308,62 @@ def test_softmax_exp_is_the_polynomial_form_from_revision_25():
         assert err < 1e-6, (revision, err)
 
 
+def blazeface_block_tflite() -> bytes:
+    """A BlazeFace-style block as MediaPipe's face detectors write it, in NHWC: a 16-channel
+    convolution, a 1x1 one to 28 channels added to its input padded with 12 zero channels
+    (TFLite PAD on the channel axis), a depthwise layer over the 28, and a 1x1 one back to
+    16."""
+    from tvmtui.workloads.tflite_writer import TfliteNet
+
+    rng = np.random.default_rng(26)
+    net = TfliteNet("blazeface_block", [1, 16, 10, 10])
+
+    def weights(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+
+    x = net.relu(net.conv("input", weights(16, 16, 3, 3), weights(16), pad=1))
+    widths = net._const(np.array([[0, 0], [0, 0], [0, 0], [0, 12]], np.int32), "widths")
+    padded = net._op("PAD", [x, widths], [1, 28, 10, 10])
+    y = net.relu(net.add(net.conv(x, weights(28, 16, 1, 1), weights(28)), padded))
+    y = net.relu(net.conv(y, weights(28, 1, 3, 3), weights(28), pad=1, groups=28))
+    return net.finish(net.conv(y, weights(16, 28, 1, 1), weights(16)))
+
+
+def test_unblocked_tflite_layers_stay_nhwc_from_revision_26():
+    """A TFLite convolution whose channels the block does not divide stayed NCHW in the
+    blocked variant until revision 25, so the NHWC channel pad beside it (TVM infers no
+    layout for pad) sat between transposes: a kernel of pad, transpose, add and ReLU that
+    took a fifth of the short-range face detector's time. From 26 it stays NHWC, as the
+    file has it: fewer layout kernels, same results as LiteRT."""
+    from ai_edge_litert.interpreter import Interpreter
+    from tvm import relax
+
+    tvm, target = _target()
+    data = blazeface_block_tflite()
+    x = np.random.default_rng(1).standard_normal((1, 10, 10, 16)).astype(np.float32)
+    lite = Interpreter(model_content=data)
+    lite.allocate_tensors()
+    lite.set_tensor(lite.get_input_details()[0]["index"], x)
+    lite.invoke()
+    want = lite.get_tensor(lite.get_output_details()[0]["index"])
+    transforms = {}
+    for revision in (25, 26):
+        base = load_relax("tflite", data, {"input": [1, 10, 10, 16]}, revision)
+        mod, plan = gv.prepare(base, target, "nchwc", revision=revision)
+        fused = relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(mod))
+        transforms[revision] = sum(1 for g, f in fused.functions.items()
+                                   if isinstance(f, relax.Function) and
+                                   ("transform" in g.name_hint or "transpose" in g.name_hint))
+        vm = relax.VirtualMachine(relax.build(mod, target=target), tvm.cpu())
+        got = vm["main"](tvm.runtime.tensor(x)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        if 28 % blocking.vector_block(target):
+            assert any(("stays NHWC" if revision >= 26 else "stays NCHW") in note
+                       for note in plan.notes), plan.notes
+    if 28 % blocking.vector_block(target):
+        assert transforms[26] < transforms[25], transforms
+
+
 def test_tflite_clip_becomes_max_min():
     from tvm import relax
 

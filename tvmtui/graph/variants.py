@@ -169,6 +169,10 @@ def _blocked_layouts(block: int, plan: Plan, revision: int, halves: Halves | Non
                 inner = input_block(cin, block if pick == FULL_IN else half)
                 return {"relax.nn.conv2d": [f"NCHW{inner}c", f"OIHW{inner}i{half}o",
                                             f"NCHW{half}c"]}
+            if revision >= 26 and call.attrs.data_layout == "NHWC":
+                plan.notes.append(f"conv {cin}->{cout} channels stays NHWC: not a multiple "
+                                  f"of the block {block}")
+                return {"relax.nn.conv2d": ["NHWC", str(call.attrs.kernel_layout)]}
             plan.notes.append(
                 f"conv {cin}->{cout} channels stays NCHW: not a multiple of the block {block}")
         return {"relax.nn.conv2d": ["NCHW", "OIHW"]}
