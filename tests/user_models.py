@@ -338,8 +338,9 @@ def batch_matmul_tflite() -> bytes:
 
 def prelu_tflite() -> bytes:
     """PReLUs as MediaPipe's face and palm models write them: after a convolution (alpha
-    shaped (1, 1, C)), after a depthwise one (alpha (C,)) and after a residual add; some
-    alphas negative, some above 1; odd channel counts."""
+    shaped (1, 1, C)), after a depthwise one (alpha (C,)) and after a residual add (alpha
+    (H, W, C), as a Keras PReLU without shared axes has it); some alphas negative, some
+    above 1; odd channel counts."""
     rng = np.random.default_rng(24)
     net = TfliteNet("prelu", [1, 6, 9, 11])
 
@@ -352,5 +353,5 @@ def prelu_tflite() -> bytes:
 
     x = prelu(net.conv("input", weights(12, 6, 3, 3), weights(12), pad=1), (1, 1, 12))
     y = prelu(net.conv(x, weights(12, 1, 3, 3), weights(12), pad=1, groups=12), (12,))
-    y = prelu(net.add(net.conv(y, weights(12, 12, 1, 1), weights(12)), x), (1, 1, 12))
+    y = prelu(net.add(net.conv(y, weights(12, 12, 1, 1), weights(12)), x), (9, 11, 12))
     return net.finish(net.conv(y, weights(7, 12, 1, 1), weights(7)))
