@@ -183,7 +183,8 @@ def tflite_converter(revision: int = REWRITE_REVISION):
                 return super().convert_prelu(op)
             data, alpha = self.get_input_tensors(op)
             x = self.bb.normalize(self.get_tensor_expr(data))
-            return elementwise_prelu(x, self.get_tensor_expr(alpha))
+            out = elementwise_prelu(x, self.get_tensor_expr(alpha))
+            return super().convert_prelu(op) if out is None else out  # not a float input
 
         def convert_expand_dims(self, op):
             # Stock passes a third argument relax.op.expand_dims does not take.
